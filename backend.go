@@ -1,0 +1,148 @@
+package varve
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the storage seam under a [Store]. The Store validates every
+// request before it reaches the backend: stream ids, event types and sizes are
+// within limits, every event has an id and the ids of one append are distinct,
+// the context is not yet done. A backend stores and reads, nothing else, and
+// must be safe for concurrent use.
+//
+// Errors: a backend returns the root sentinels ([ErrWrongExpectedVersion] as a
+// [*WrongExpectedVersionError], [ErrStreamNotFound], [ErrStreamDeleted],
+// [ErrDuplicateEvent], [ErrClosed]) wrapped with %w, and the context's error
+// when the context ends. The conformance suite in backend/backendtest checks
+// all of it.
+type Backend interface {
+	// Append writes req.Events atomically at the end of req.Stream. See the
+	// package documentation for idempotent retries.
+	Append(ctx context.Context, req AppendRequest) (AppendResult, error)
+
+	// ReadStream appends to buf at most q.Limit events of q.Stream, starting
+	// at q.From (inclusive) in q.Direction, and returns the extended slice.
+	// Fewer than q.Limit events means the end of the stream was reached.
+	// A stream that does not exist or was deleted gives ErrStreamNotFound; a
+	// tombstoned one ErrStreamDeleted.
+	ReadStream(ctx context.Context, q StreamQuery, buf []RecordedEvent) ([]RecordedEvent, error)
+
+	// ReadAll appends to buf at most q.Limit events of the global log whose
+	// positions are after q.After, in position order. It must never return an
+	// event at a position before one that may still commit later: a reader
+	// that resumes after the last event of a page misses nothing.
+	ReadAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([]RecordedEvent, error)
+
+	// LastPosition returns the position of the last event a ReadAll can
+	// return now, or Start when the log is empty.
+	LastPosition(ctx context.Context) (Position, error)
+
+	// StreamInfo describes a stream; ErrStreamNotFound if it never existed.
+	// Deleted and tombstoned streams are described with their flags set.
+	StreamInfo(ctx context.Context, stream string) (StreamInfo, error)
+
+	// Truncate removes the stream's events with versions below before.
+	Truncate(ctx context.Context, stream string, before Version) error
+
+	// Delete removes every event of the stream if its version matches
+	// expected. With tombstone the stream can never be written again.
+	Delete(ctx context.Context, stream string, expected ExpectedVersion, tombstone bool) error
+
+	// Features declares what the backend provides beyond the required API.
+	Features() Features
+
+	// Close releases the backend; it is idempotent. Later calls fail with
+	// ErrClosed.
+	Close() error
+}
+
+// AppendRequest is a validated append: 1..MaxAppendEvents events, each with
+// a non-zero, distinct id.
+type AppendRequest struct {
+	Stream   string
+	Expected ExpectedVersion
+	Events   []Event
+}
+
+// Direction is the order of a stream read.
+type Direction uint8
+
+const (
+	Forward Direction = iota
+	Backward
+)
+
+// StreamQuery asks for one page of a stream.
+type StreamQuery struct {
+	Stream    string
+	Direction Direction
+	// From is the first version to return: 0 means the first event
+	// (forward) or the last event (backward).
+	From  Version
+	Limit int
+}
+
+// AllQuery asks for one page of the global log.
+type AllQuery struct {
+	After Position
+	Limit int
+}
+
+// Features is what a backend declares about itself. The conformance suite
+// runs the tests of an optional capability only when it is declared, and says
+// by name which it skipped.
+type Features struct {
+	// Name identifies the backend in reports ("memory", "sqlite", ...).
+	Name string
+	// Durable: an acknowledged append survives a crash of the process.
+	Durable bool
+	// UniqueEventIDs: every event id is checked against the whole stream, not
+	// only the first id of an append, so a later duplicate id fails the
+	// append with ErrDuplicateEvent.
+	UniqueEventIDs bool
+	// Snapshots: the backend implements [SnapshotStore].
+	Snapshots bool
+	// Checkpoints: the backend implements [CheckpointStore].
+	Checkpoints bool
+	// Watch: the backend implements [Watcher].
+	Watch bool
+}
+
+// Snapshot is a serialized aggregate state as of a stream version.
+type Snapshot struct {
+	Stream        string
+	Version       Version
+	SchemaVersion int
+	Data          []byte
+	TakenAt       time.Time
+}
+
+// SnapshotStore keeps the latest snapshot per stream.
+type SnapshotStore interface {
+	// SaveSnapshot replaces the stream's snapshot.
+	SaveSnapshot(ctx context.Context, s Snapshot) error
+	// LoadSnapshot returns the stream's snapshot; ok is false if there is none.
+	LoadSnapshot(ctx context.Context, stream string) (s Snapshot, ok bool, err error)
+}
+
+// CheckpointStore keeps named positions durably, for subscriptions.
+type CheckpointStore interface {
+	SaveCheckpoint(ctx context.Context, name string, pos Position) error
+	// LoadCheckpoint returns the saved position; ok is false if there is none.
+	LoadCheckpoint(ctx context.Context, name string) (pos Position, ok bool, err error)
+}
+
+// Watcher wakes up readers that follow the global log.
+type Watcher interface {
+	// Watch returns a channel that is closed once events may have been
+	// committed after the call. A wake-up may be spurious; a reader re-reads
+	// after it and falls back to polling if the backend cannot notify.
+	Watch() <-chan struct{}
+}
+
+// RequestCounter is implemented by backends that count the requests they
+// send to their server, for the lab's requests-per-operation figures.
+type RequestCounter interface {
+	Requests() uint64
+}

@@ -1,0 +1,169 @@
+package backendtest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+func testReadPaged(t *testing.T, f Factory) {
+	s := store(t, f)
+	stream := prefix(t) + "paged"
+	mustAppend(t, s, stream, varve.NoStream, events("E", 25)...)
+	cases := []struct {
+		name string
+		opts []varve.ReadOption
+		want []varve.Version
+	}{
+		{"forward", nil, seqVersions(1, 25)},
+		{"forward/page1", []varve.ReadOption{varve.PageSize(1)}, seqVersions(1, 25)},
+		{"forward/page4", []varve.ReadOption{varve.PageSize(4)}, seqVersions(1, 25)},
+		{"forward/page25", []varve.ReadOption{varve.PageSize(25)}, seqVersions(1, 25)},
+		{"forward/from5/limit3", []varve.ReadOption{varve.From(5), varve.Limit(3)}, seqVersions(5, 7)},
+		{"forward/from20/page3", []varve.ReadOption{varve.From(20), varve.PageSize(3)}, seqVersions(20, 25)},
+		{"forward/past-end", []varve.ReadOption{varve.From(26)}, nil},
+		{"forward/limit-over-end", []varve.ReadOption{varve.From(24), varve.Limit(10)}, seqVersions(24, 25)},
+		{"backward", []varve.ReadOption{varve.ReadBackward()}, seqVersions(25, 1)},
+		{"backward/page4", []varve.ReadOption{varve.ReadBackward(), varve.PageSize(4)}, seqVersions(25, 1)},
+		{"backward/from10", []varve.ReadOption{varve.ReadBackward(), varve.From(10)}, seqVersions(10, 1)},
+		{"backward/from10/limit3", []varve.ReadOption{varve.ReadBackward(), varve.From(10), varve.Limit(3)}, seqVersions(10, 8)},
+		{"backward/from-past-end", []varve.ReadOption{varve.ReadBackward(), varve.From(100), varve.PageSize(7)}, seqVersions(25, 1)},
+		{"backward/limit1", []varve.ReadOption{varve.ReadBackward(), varve.Limit(1)}, []varve.Version{25}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := versions(mustRead(t, s, stream, tc.opts...))
+			if !equalVersions(got, tc.want) {
+				t.Fatalf("versions %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Stopping an iteration early is allowed and stops reading.
+	n := 0
+	for _, err := range s.ReadStream(ctxFor(t), stream, varve.PageSize(2)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 3 {
+			break
+		}
+	}
+}
+
+func testReadLongStream(t *testing.T, f Factory) {
+	s := store(t, f)
+	stream := prefix(t) + "long"
+	for i := 0; i < 3; i++ {
+		mustAppend(t, s, stream, varve.Any, events("E", 500)...)
+	}
+	got := mustRead(t, s, stream)
+	if !equalVersions(versions(got), seqVersions(1, 1500)) {
+		t.Fatalf("long read: %d events, not 1..1500 in order", len(got))
+	}
+	back := mustRead(t, s, stream, varve.ReadBackward())
+	if !equalVersions(versions(back), seqVersions(1500, 1)) {
+		t.Fatalf("long backward read: %d events, not 1500..1 in order", len(back))
+	}
+}
+
+func testReadAllOrder(t *testing.T, f Factory) {
+	s := store(t, f)
+	pfx := prefix(t)
+	start, err := s.LastPosition(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type appended struct {
+		stream string
+		evs    []varve.Event
+		res    varve.AppendResult
+	}
+	var all []appended
+	for i := range 12 {
+		stream := pfx + []string{"a", "b", "c"}[i%3]
+		evs := events("E", 1+i%4)
+		all = append(all, appended{stream, evs, mustAppend(t, s, stream, varve.Any, evs...)})
+	}
+	var want []varve.Event
+	for _, a := range all {
+		want = append(want, a.evs...)
+	}
+	got := eventually(t, s, start, pfx, len(want))
+	if len(got) != len(want) {
+		t.Fatalf("$all has %d events of this test, want %d", len(got), len(want))
+	}
+	for i := range got {
+		sameEvent(t, got[i], want[i])
+	}
+	// Resume after any event: the rest follows, nothing is repeated.
+	mid := got[len(got)/2].Position
+	rest := readAllPrefix(t, s, mid, pfx)
+	if len(rest) != len(got)-len(got)/2-1 || rest[0].ID != got[len(got)/2+1].ID {
+		t.Fatalf("resume after %s: %d events, want %d", mid, len(rest), len(got)-len(got)/2-1)
+	}
+	// Limit and page size bound the read.
+	limited, err := collect(s.ReadAll(ctxFor(t), start, varve.Limit(5), varve.PageSize(2)))
+	if err != nil || len(limited) != 5 {
+		t.Fatalf("limited $all read: %d events, %v", len(limited), err)
+	}
+	page, err := s.ReadAllPage(ctxFor(t), start, 3, nil)
+	if err != nil || len(page) != 3 {
+		t.Fatalf("one page of $all: %d events, %v", len(page), err)
+	}
+	_, err = collect(s.ReadAll(ctxFor(t), start, varve.ReadBackward()))
+	wantErr(t, "$all backward", err, varve.ErrInvalidArgument)
+}
+
+// eventually reads $all after start until it holds n events of the prefix;
+// a backend may make a commit readable in $all a moment after it returns.
+func eventually(t testing.TB, s *varve.Store, start varve.Position, pfx string, n int) []varve.RecordedEvent {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := readAllPrefix(t, s, start, pfx)
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testLastPosition(t *testing.T, f Factory) {
+	s := store(t, f)
+	res := mustAppend(t, s, prefix(t)+"last", varve.NoStream, events("E", 2)...)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := s.LastPosition(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Less(res.Position) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last position %s stays before a committed append at %s", p, res.Position)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testStreamInfo(t *testing.T, f Factory) {
+	s := store(t, f)
+	stream := prefix(t) + "info"
+	_, err := s.StreamInfo(ctxFor(t), stream)
+	wantErr(t, "info of a new stream", err, varve.ErrStreamNotFound)
+	mustAppend(t, s, stream, varve.NoStream, events("E", 3)...)
+	time.Sleep(5 * time.Millisecond)
+	res := mustAppend(t, s, stream, varve.Exact(3), events("E", 2)...)
+	info, err := s.StreamInfo(ctxFor(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Stream != stream || info.Version != 5 || info.LastPosition != res.Position || info.Deleted || info.Tombstoned {
+		t.Fatalf("info %+v, want version 5 at %s", info, res.Position)
+	}
+	if info.CreatedAt.IsZero() || info.UpdatedAt.Before(info.CreatedAt) {
+		t.Fatalf("info times: created %v updated %v", info.CreatedAt, info.UpdatedAt)
+	}
+}

@@ -1,0 +1,214 @@
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/varve-go/varve"
+)
+
+// Factory opens backends for the suite.
+type Factory struct {
+	// New opens a backend for one test. It is called once or more per test,
+	// from parallel tests; the test closes what it gets. Backends from one
+	// Factory may share a server and its data.
+	New func(t testing.TB) varve.Backend
+}
+
+// Run runs the conformance suite against the factory's backends.
+func Run(t *testing.T, f Factory) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Factory)
+	}{
+		{"AppendAndRead", testAppendAndRead},
+		{"ExpectedVersion", testExpectedVersion},
+		{"AtomicBatch", testAtomicBatch},
+		{"IdempotentAppend", testIdempotentAppend},
+		{"UniqueEventIDs", testUniqueEventIDs},
+		{"ReadPaged", testReadPaged},
+		{"ReadLongStream", testReadLongStream},
+		{"ReadAllOrder", testReadAllOrder},
+		{"LastPosition", testLastPosition},
+		{"StreamInfo", testStreamInfo},
+		{"Truncate", testTruncate},
+		{"Delete", testDelete},
+		{"Tombstone", testTombstone},
+		{"BadInput", testBadInput},
+		{"ClosedStore", testClosed},
+		{"CancelledContext", testCancelled},
+		{"ConcurrentSameStream", testConcurrentSameStream},
+		{"ConcurrentManyStreams", testConcurrentManyStreams},
+		{"CatchUp", testCatchUp},
+		{"Snapshots", testSnapshots},
+		{"Checkpoints", testCheckpoints},
+		{"Watch", testWatch},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, f)
+		})
+	}
+}
+
+// store opens a store over a new backend, closed when the test ends.
+func store(t testing.TB, f Factory) *varve.Store {
+	t.Helper()
+	s, err := varve.New(f.New(t), varve.Config{})
+	if err != nil {
+		t.Fatalf("varve.New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// prefix returns a stream-name prefix unique to this test run.
+func prefix(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := t.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return "bt-" + name + "-" + hex.EncodeToString(b[:]) + "-"
+}
+
+func ctxFor(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func events(typ string, n int) []varve.Event {
+	evs := make([]varve.Event, n)
+	for i := range evs {
+		evs[i] = varve.Event{
+			ID:       varve.NewEventID(),
+			Type:     typ,
+			Data:     fmt.Appendf(nil, `{"n":%d}`, i),
+			Metadata: []byte(`{"by":"backendtest"}`),
+		}
+	}
+	return evs
+}
+
+func mustAppend(t testing.TB, s *varve.Store, stream string, exp varve.ExpectedVersion, evs ...varve.Event) varve.AppendResult {
+	t.Helper()
+	res, err := s.Append(ctxFor(t), stream, exp, evs...)
+	if err != nil {
+		t.Fatalf("append %d events to %q at %s: %v", len(evs), stream, exp, err)
+	}
+	return res
+}
+
+func collect(seq iter.Seq2[varve.RecordedEvent, error]) ([]varve.RecordedEvent, error) {
+	var out []varve.RecordedEvent
+	for e, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func mustRead(t testing.TB, s *varve.Store, stream string, opts ...varve.ReadOption) []varve.RecordedEvent {
+	t.Helper()
+	evs, err := collect(s.ReadStream(ctxFor(t), stream, opts...))
+	if err != nil {
+		t.Fatalf("read %q: %v", stream, err)
+	}
+	return evs
+}
+
+// readAllPrefix reads $all after pos and keeps the events of streams with
+// the given prefix.
+func readAllPrefix(t testing.TB, s *varve.Store, after varve.Position, pfx string) []varve.RecordedEvent {
+	t.Helper()
+	var out []varve.RecordedEvent
+	last := after
+	for e, err := range s.ReadAll(ctxFor(t), after, varve.PageSize(100)) {
+		if err != nil {
+			t.Fatalf("read $all: %v", err)
+		}
+		if !last.Less(e.Position) {
+			t.Fatalf("$all not in position order: %s after %s", e.Position, last)
+		}
+		last = e.Position
+		if strings.HasPrefix(e.Stream, pfx) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func versions(evs []varve.RecordedEvent) []varve.Version {
+	vs := make([]varve.Version, len(evs))
+	for i, e := range evs {
+		vs[i] = e.Version
+	}
+	return vs
+}
+
+func seqVersions(from, to varve.Version) []varve.Version {
+	var vs []varve.Version
+	if from <= to {
+		for v := from; v <= to; v++ {
+			vs = append(vs, v)
+		}
+	} else {
+		for v := from; v >= to; v-- {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+func equalVersions(a, b []varve.Version) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func wantErr(t testing.TB, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+func wantNotFound(t testing.TB, s *varve.Store, stream string) {
+	t.Helper()
+	_, err := collect(s.ReadStream(ctxFor(t), stream))
+	wantErr(t, "read "+stream, err, varve.ErrStreamNotFound)
+}
+
+func sameEvent(t testing.TB, got varve.RecordedEvent, want varve.Event) {
+	t.Helper()
+	if got.ID != want.ID || got.Type != want.Type || !bytes.Equal(got.Data, want.Data) || !bytes.Equal(got.Metadata, want.Metadata) {
+		t.Fatalf("event differs:\n got  %s %s %q %q\n want %s %s %q %q",
+			got.ID, got.Type, got.Data, got.Metadata, want.ID, want.Type, want.Data, want.Metadata)
+	}
+}
+
+var nilID uuid.UUID
