@@ -34,8 +34,9 @@ type Backend interface {
 	// that resumes after the last event of a page misses nothing.
 	ReadAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([]RecordedEvent, error)
 
-	// LastPosition returns the position of the last event a ReadAll can
-	// return now, or Start when the log is empty.
+	// LastPosition returns a position at or after the last event a ReadAll
+	// can return now and before every event that commits later; Start when
+	// the log is empty. Subscriptions that start "from the end" start there.
 	LastPosition(ctx context.Context) (Position, error)
 
 	// StreamInfo describes a stream; ErrStreamNotFound if it never existed.
@@ -107,6 +108,9 @@ type Features struct {
 	Checkpoints bool
 	// Watch: the backend implements [Watcher].
 	Watch bool
+	// MaxEventSize, when not 0, is the largest len(Data)+len(Metadata) the
+	// backend can store; the Store lowers its own limit to it.
+	MaxEventSize int
 }
 
 // Snapshot is a serialized aggregate state as of a stream version.

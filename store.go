@@ -25,7 +25,8 @@ const (
 
 // Config configures a [Store]. The zero value gives the defaults.
 type Config struct {
-	// MaxEventSize bounds len(Data)+len(Metadata) of one event; default 1 MiB.
+	// MaxEventSize bounds len(Data)+len(Metadata) of one event; default 1 MiB,
+	// lowered to the backend's Features.MaxEventSize when that is smaller.
 	MaxEventSize int
 	// MaxAppendEvents bounds the events of one append; default 10,000.
 	MaxAppendEvents int
@@ -67,6 +68,9 @@ func New(b Backend, cfg Config) (*Store, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if max := b.Features().MaxEventSize; max > 0 && max < cfg.MaxEventSize {
+		cfg.MaxEventSize = max
 	}
 	s := &Store{b: b, cfg: cfg}
 	s.pages.New = func() any {
