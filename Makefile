@@ -1,0 +1,27 @@
+# varve: `make test` is what CI runs (.ci/run calls it with CI=true).
+GO ?= go
+PKGS ?= ./...
+
+.PHONY: test services vet bench lint fmt build
+
+test: services vet
+	$(GO) test -race -count=1 -timeout 18m $(PKGS)
+
+services:
+	@bash scripts/services.sh
+
+vet:
+	$(GO) vet $(PKGS)
+
+build:
+	CGO_ENABLED=0 $(GO) build ./...
+
+# Go benchmarks of every backend (servers needed for postgres and nats).
+bench: services
+	$(GO) test -run '^$$' -bench . -benchmem ./backend/...
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

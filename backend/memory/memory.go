@@ -1,0 +1,490 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/varve-go/varve"
+)
+
+const (
+	shardCount = 256
+	// indexAbove is the stream length from which event ids are looked up in
+	// a map instead of by scanning the stream.
+	indexAbove = 8
+	// compactAbove is the number of dead log entries from which the log is
+	// compacted, once they also outnumber the live ones.
+	compactAbove = 4096
+)
+
+// Backend is the in-memory backend. The zero value is not usable; call New.
+type Backend struct {
+	seed   maphash.Seed
+	shards [shardCount]shard
+	log    eventLog
+	closed atomic.Bool
+
+	kvMu        sync.Mutex
+	snapshots   map[string]varve.Snapshot
+	checkpoints map[string]varve.Position
+}
+
+type shard struct {
+	mu      sync.RWMutex
+	streams map[string]*stream
+	_       [64 - 32]byte // keep neighbouring shards' locks on separate cache lines
+}
+
+type record struct {
+	ev   varve.RecordedEvent
+	dead bool // guarded by eventLog.mu
+}
+
+type stream struct {
+	name       string
+	version    varve.Version
+	events     []*record // live events, in version order
+	ids        map[uuid.UUID]varve.Version
+	created    time.Time
+	updated    time.Time
+	lastPos    varve.Position
+	deleted    bool
+	tombstoned bool
+}
+
+type eventLog struct {
+	mu    sync.RWMutex
+	recs  []*record // in position order; dead entries are skipped by readers
+	dead  int
+	seq   uint64
+	watch chan struct{} // closed at the next commit; nil when nobody waits
+}
+
+// New returns an empty in-memory backend.
+func New() *Backend {
+	b := &Backend{
+		seed:        maphash.MakeSeed(),
+		snapshots:   map[string]varve.Snapshot{},
+		checkpoints: map[string]varve.Position{},
+	}
+	for i := range b.shards {
+		b.shards[i].streams = map[string]*stream{}
+	}
+	return b
+}
+
+// Features implements varve.Backend.
+func (b *Backend) Features() varve.Features {
+	return varve.Features{Name: "memory", UniqueEventIDs: true, Snapshots: true, Checkpoints: true, Watch: true}
+}
+
+// Close implements varve.Backend. The data stays until the Backend is
+// garbage collected.
+func (b *Backend) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+func (b *Backend) check(ctx context.Context) error {
+	if b.closed.Load() {
+		return varve.ErrClosed
+	}
+	return ctx.Err()
+}
+
+func (b *Backend) shard(stream string) *shard {
+	return &b.shards[maphash.String(b.seed, stream)%shardCount]
+}
+
+// Append implements varve.Backend.
+func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.AppendResult{}, err
+	}
+	sh := b.shard(req.Stream)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.streams[req.Stream]
+	var current varve.Version
+	if st != nil {
+		if st.tombstoned {
+			return varve.AppendResult{}, varve.ErrStreamDeleted
+		}
+		if res, retry, err := st.retry(req.Events); retry {
+			return res, err
+		}
+		current = st.version
+	}
+	if !req.Expected.Matches(current) {
+		return varve.AppendResult{}, &varve.WrongExpectedVersionError{Stream: req.Stream, Expected: req.Expected, Actual: current}
+	}
+	if st != nil && len(st.events) >= indexAbove {
+		for i := 1; i < len(req.Events); i++ {
+			if _, dup := st.ids[req.Events[i].ID]; dup {
+				return varve.AppendResult{}, fmt.Errorf("event %s: %w", req.Events[i].ID, varve.ErrDuplicateEvent)
+			}
+		}
+	} else if st != nil {
+		for i := 1; i < len(req.Events); i++ {
+			if st.find(req.Events[i].ID) >= 0 {
+				return varve.AppendResult{}, fmt.Errorf("event %s: %w", req.Events[i].ID, varve.ErrDuplicateEvent)
+			}
+		}
+	}
+
+	now := time.Now()
+	if st == nil {
+		st = &stream{name: strings.Clone(req.Stream), created: now}
+		sh.streams[st.name] = st
+	} else if st.deleted {
+		st.deleted, st.created = false, now
+	}
+	recs := make([]record, len(req.Events))
+	size := 0
+	for i := range req.Events {
+		size += len(req.Events[i].Data) + len(req.Events[i].Metadata)
+	}
+	var bytes []byte
+	if size > 0 {
+		bytes = make([]byte, 0, size)
+	}
+	for i := range req.Events {
+		e := &req.Events[i]
+		r := &recs[i].ev
+		r.ID, r.Type, r.Stream = e.ID, e.Type, st.name
+		r.Version = current + varve.Version(i) + 1
+		r.RecordedAt = now
+		if len(e.Data) > 0 {
+			bytes = append(bytes, e.Data...)
+			r.Data = bytes[len(bytes)-len(e.Data) : len(bytes) : len(bytes)]
+		}
+		if len(e.Metadata) > 0 {
+			bytes = append(bytes, e.Metadata...)
+			r.Metadata = bytes[len(bytes)-len(e.Metadata) : len(bytes) : len(bytes)]
+		}
+	}
+
+	l := &b.log
+	l.mu.Lock()
+	l.recs = grow(l.recs, len(recs))
+	for i := range recs {
+		l.seq++
+		recs[i].ev.Position = varve.Position{Seq: l.seq}
+		l.recs = append(l.recs, &recs[i])
+	}
+	if l.watch != nil {
+		close(l.watch)
+		l.watch = nil
+	}
+	l.mu.Unlock()
+
+	st.events = grow(st.events, len(recs))
+	for i := range recs {
+		st.events = append(st.events, &recs[i])
+	}
+	if len(st.events) >= indexAbove {
+		if st.ids == nil {
+			st.ids = make(map[uuid.UUID]varve.Version, 2*len(st.events))
+			for _, r := range st.events {
+				st.ids[r.ev.ID] = r.ev.Version
+			}
+		} else {
+			for i := range recs {
+				st.ids[recs[i].ev.ID] = recs[i].ev.Version
+			}
+		}
+	}
+	last := recs[len(recs)-1].ev
+	st.version, st.updated, st.lastPos = last.Version, now, last.Position
+	return varve.AppendResult{FirstVersion: recs[0].ev.Version, LastVersion: last.Version, Position: last.Position}, nil
+}
+
+// grow makes room for n more records, doubling the capacity: append grows
+// large slices by only a quarter, which made copying the log the main cost
+// of an append once it held millions of events.
+func grow(s []*record, n int) []*record {
+	if len(s)+n <= cap(s) {
+		return s
+	}
+	g := make([]*record, len(s), max(2*cap(s), len(s)+n, 8))
+	copy(g, s)
+	return g
+}
+
+// find returns the index in st.events of the event with the given id, or -1.
+func (st *stream) find(id uuid.UUID) int {
+	if st.ids != nil {
+		v, ok := st.ids[id]
+		if !ok {
+			return -1
+		}
+		return int(v - st.events[0].ev.Version)
+	}
+	for i, r := range st.events {
+		if r.ev.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// retry reports whether the append's first event is already in the stream;
+// if so it returns the original result, or ErrDuplicateEvent when the
+// append is not an exact retry.
+func (st *stream) retry(evs []varve.Event) (varve.AppendResult, bool, error) {
+	i := st.find(evs[0].ID)
+	if i < 0 {
+		return varve.AppendResult{}, false, nil
+	}
+	if i+len(evs) > len(st.events) {
+		return varve.AppendResult{}, true, fmt.Errorf("retry of %d events from version %d: %w", len(evs), st.events[i].ev.Version, varve.ErrDuplicateEvent)
+	}
+	for k := range evs {
+		if st.events[i+k].ev.ID != evs[k].ID {
+			return varve.AppendResult{}, true, fmt.Errorf("event %s: %w", evs[k].ID, varve.ErrDuplicateEvent)
+		}
+	}
+	last := st.events[i+len(evs)-1].ev
+	return varve.AppendResult{FirstVersion: st.events[i].ev.Version, LastVersion: last.Version, Position: last.Position}, true, nil
+}
+
+// ReadStream implements varve.Backend.
+func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	if err := b.check(ctx); err != nil {
+		return buf, err
+	}
+	sh := b.shard(q.Stream)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	st := sh.streams[q.Stream]
+	switch {
+	case st == nil:
+		return buf, varve.ErrStreamNotFound
+	case st.tombstoned:
+		return buf, varve.ErrStreamDeleted
+	case st.deleted:
+		return buf, varve.ErrStreamNotFound
+	case len(st.events) == 0:
+		return buf, nil
+	}
+	first := st.events[0].ev.Version
+	if q.Direction == varve.Forward {
+		from := max(q.From, first)
+		for i := int(from - first); i < len(st.events) && q.Limit > 0; i++ {
+			buf = append(buf, st.events[i].ev)
+			q.Limit--
+		}
+		return buf, nil
+	}
+	from := q.From
+	if from == 0 || from > st.version {
+		from = st.version
+	}
+	if from < first {
+		return buf, nil
+	}
+	for i := int(from - first); i >= 0 && q.Limit > 0; i-- {
+		buf = append(buf, st.events[i].ev)
+		q.Limit--
+	}
+	return buf, nil
+}
+
+// ReadAll implements varve.Backend.
+func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	if err := b.check(ctx); err != nil {
+		return buf, err
+	}
+	l := &b.log
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	i := sort.Search(len(l.recs), func(i int) bool { return q.After.Less(l.recs[i].ev.Position) })
+	for ; i < len(l.recs) && q.Limit > 0; i++ {
+		if r := l.recs[i]; !r.dead {
+			buf = append(buf, r.ev)
+			q.Limit--
+		}
+	}
+	return buf, nil
+}
+
+// LastPosition implements varve.Backend.
+func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.Position{}, err
+	}
+	b.log.mu.RLock()
+	defer b.log.mu.RUnlock()
+	return varve.Position{Seq: b.log.seq}, nil
+}
+
+// StreamInfo implements varve.Backend.
+func (b *Backend) StreamInfo(ctx context.Context, name string) (varve.StreamInfo, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.StreamInfo{}, err
+	}
+	sh := b.shard(name)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	st := sh.streams[name]
+	if st == nil {
+		return varve.StreamInfo{}, varve.ErrStreamNotFound
+	}
+	return varve.StreamInfo{
+		Stream: st.name, Version: st.version, LastPosition: st.lastPos,
+		CreatedAt: st.created, UpdatedAt: st.updated, Deleted: st.deleted || st.tombstoned, Tombstoned: st.tombstoned,
+	}, nil
+}
+
+// Truncate implements varve.Backend.
+func (b *Backend) Truncate(ctx context.Context, name string, before varve.Version) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	sh := b.shard(name)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.streams[name]
+	switch {
+	case st == nil || st.deleted && !st.tombstoned:
+		return varve.ErrStreamNotFound
+	case st.tombstoned:
+		return varve.ErrStreamDeleted
+	}
+	k := 0
+	for k < len(st.events) && st.events[k].ev.Version < before {
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	b.log.kill(st.events[:k])
+	if st.ids != nil {
+		for _, r := range st.events[:k] {
+			delete(st.ids, r.ev.ID)
+		}
+	}
+	st.events = append([]*record(nil), st.events[k:]...)
+	st.updated = time.Now()
+	return nil
+}
+
+// Delete implements varve.Backend.
+func (b *Backend) Delete(ctx context.Context, name string, expected varve.ExpectedVersion, tombstone bool) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	sh := b.shard(name)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.streams[name]
+	switch {
+	case st != nil && st.tombstoned:
+		return varve.ErrStreamDeleted
+	case (st == nil || st.deleted) && !tombstone:
+		return varve.ErrStreamNotFound
+	}
+	var current varve.Version
+	if st != nil {
+		current = st.version
+	}
+	if !expected.Matches(current) {
+		return &varve.WrongExpectedVersionError{Stream: name, Expected: expected, Actual: current}
+	}
+	now := time.Now()
+	if st == nil {
+		st = &stream{name: strings.Clone(name), created: now}
+		sh.streams[st.name] = st
+	}
+	b.log.kill(st.events)
+	st.events, st.ids, st.version = nil, nil, 0
+	st.deleted, st.tombstoned, st.updated = true, tombstone, now
+	return nil
+}
+
+// kill marks records dead and compacts the log when dead entries dominate.
+func (l *eventLog) kill(recs []*record) {
+	if len(recs) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range recs {
+		r.dead = true
+	}
+	l.dead += len(recs)
+	if l.dead < compactAbove || 2*l.dead < len(l.recs) {
+		return
+	}
+	live := make([]*record, 0, len(l.recs)-l.dead)
+	for _, r := range l.recs {
+		if !r.dead {
+			live = append(live, r)
+		}
+	}
+	l.recs, l.dead = live, 0
+}
+
+// Watch implements varve.Watcher.
+func (b *Backend) Watch() <-chan struct{} {
+	b.log.mu.Lock()
+	defer b.log.mu.Unlock()
+	if b.log.watch == nil {
+		b.log.watch = make(chan struct{})
+	}
+	return b.log.watch
+}
+
+// SaveSnapshot implements varve.SnapshotStore.
+func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	s.Stream = strings.Clone(s.Stream)
+	s.Data = append([]byte(nil), s.Data...)
+	b.kvMu.Lock()
+	b.snapshots[s.Stream] = s
+	b.kvMu.Unlock()
+	return nil
+}
+
+// LoadSnapshot implements varve.SnapshotStore.
+func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.Snapshot{}, false, err
+	}
+	b.kvMu.Lock()
+	s, ok := b.snapshots[stream]
+	b.kvMu.Unlock()
+	return s, ok, nil
+}
+
+// SaveCheckpoint implements varve.CheckpointStore.
+func (b *Backend) SaveCheckpoint(ctx context.Context, name string, pos varve.Position) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	b.kvMu.Lock()
+	b.checkpoints[strings.Clone(name)] = pos
+	b.kvMu.Unlock()
+	return nil
+}
+
+// LoadCheckpoint implements varve.CheckpointStore.
+func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Position, bool, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.Position{}, false, err
+	}
+	b.kvMu.Lock()
+	p, ok := b.checkpoints[name]
+	b.kvMu.Unlock()
+	return p, ok, nil
+}

@@ -1,0 +1,73 @@
+package varve_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
+)
+
+func Example() {
+	ctx := context.Background()
+	store, err := varve.New(memory.New(), varve.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+
+	// A new stream: expect that it does not exist yet.
+	res, err := store.Append(ctx, "order-1", varve.NoStream,
+		varve.Event{Type: "OrderPlaced", Data: []byte(`{"sku":"A-1","qty":2}`)},
+		varve.Event{Type: "OrderPaid", Data: []byte(`{"amount":40}`)},
+	)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("versions", res.FirstVersion, "to", res.LastVersion)
+
+	// A writer that read version 1 loses the race.
+	_, err = store.Append(ctx, "order-1", varve.Exact(1), varve.Event{Type: "OrderCancelled"})
+	var conflict *varve.WrongExpectedVersionError
+	if errors.As(err, &conflict) {
+		fmt.Println("conflict: expected", conflict.Expected, "actual", conflict.Actual)
+	}
+
+	for e, err := range store.ReadStream(ctx, "order-1") {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(e.Version, e.Type, string(e.Data))
+	}
+	// Output:
+	// versions 1 to 2
+	// conflict: expected 1 actual 2
+	// 1 OrderPlaced {"sku":"A-1","qty":2}
+	// 2 OrderPaid {"amount":40}
+}
+
+func ExampleStore_ReadAll() {
+	ctx := context.Background()
+	store, _ := varve.New(memory.New(), varve.Config{})
+	defer store.Close()
+	store.Append(ctx, "cart-1", varve.Any, varve.Event{Type: "ItemAdded"})
+	store.Append(ctx, "cart-2", varve.Any, varve.Event{Type: "ItemAdded"})
+	store.Append(ctx, "cart-1", varve.Any, varve.Event{Type: "CheckedOut"})
+
+	// Follow the global log from a checkpoint, a page at a time.
+	checkpoint := varve.Start
+	for e, err := range store.ReadAll(ctx, checkpoint, varve.PageSize(2)) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(e.Position, e.Stream, e.Type)
+		checkpoint = e.Position
+	}
+	fmt.Println("checkpoint", checkpoint)
+	// Output:
+	// 1 cart-1 ItemAdded
+	// 2 cart-2 ItemAdded
+	// 3 cart-1 CheckedOut
+	// checkpoint 3
+}
