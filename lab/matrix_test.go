@@ -1,0 +1,69 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+func TestRunMatrix(t *testing.T) {
+	rep, err := RunMatrix(context.Background(), MatrixConfig{
+		Store: "memory:", Streams: 500, Mixes: []Mix{{100, 0}, {50, 50}, {0, 100}},
+		Procs: []int{1, 4}, Duration: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cells) != 6 {
+		t.Fatalf("%d cells, want 6", len(rep.Cells))
+	}
+	for _, c := range rep.Cells {
+		if c.Errors != 0 {
+			t.Errorf("%s x %d: %d errors", c.Mix, c.Procs, c.Errors)
+		}
+		switch c.ReadPct {
+		case 100:
+			if c.Reads == 0 || c.Writes != 0 {
+				t.Errorf("read-only cell did %d reads, %d writes", c.Reads, c.Writes)
+			}
+		case 0:
+			if c.Writes == 0 || c.Reads != 0 {
+				t.Errorf("write-only cell did %d reads, %d writes", c.Reads, c.Writes)
+			}
+		default:
+			if c.Reads == 0 || c.Writes == 0 {
+				t.Errorf("mixed cell did %d reads, %d writes", c.Reads, c.Writes)
+			}
+		}
+	}
+	if h := Holdup(rep.Cells); len(h) != 3 || h[0].Procs != 4 || h[0].Ratio <= 0 || h[0].Ratio > 1 {
+		t.Fatalf("holdup %+v", h)
+	}
+}
+
+func TestParseMixes(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []Mix
+		ok   bool
+	}{
+		{"100/0,90/10", []Mix{{100, 0}, {90, 10}}, true},
+		{" 50/50 ", []Mix{{50, 50}}, true},
+		{"60/50", nil, false},
+		{"x/y", nil, false},
+		{"100", nil, false},
+	}
+	for _, tc := range cases {
+		got, err := ParseMixes(tc.in)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, varve.ErrInvalidArgument)) {
+			t.Errorf("ParseMixes(%q): %v", tc.in, err)
+			continue
+		}
+		if tc.ok && (len(got) != len(tc.want) || got[0] != tc.want[0]) {
+			t.Errorf("ParseMixes(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
