@@ -30,7 +30,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), benchCmd(), matrixCmd())
+	root.AddCommand(versionCmd(), benchCmd(), matrixCmd(), soakCmd())
 	return root
 }
 

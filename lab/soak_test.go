@@ -1,0 +1,92 @@
+package lab
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A short sustained run on memory: memory stays flat, pruning keeps the
+// data set bounded, nothing fails. The threshold suits a run of seconds, in
+// which a slope projected over 10 minutes is noisy; a real soak runs minutes
+// with the default 1%.
+func TestSoakFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak smoke test takes seconds")
+	}
+	rep, err := RunSoak(context.Background(), SoakConfig{
+		Store: "memory:", Duration: 4 * time.Second, Interval: 100 * time.Millisecond,
+		PruneAbove: 2000, Aggregates: 200, Workers: 2, ThresholdPct: 500,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors != 0 {
+		t.Fatalf("%d errors, first: %s", rep.Errors, rep.FirstError)
+	}
+	if rep.Ops == 0 || rep.Appended == 0 || rep.CaughtUp == 0 || rep.Pruned == 0 {
+		t.Fatalf("workload did not run fully: %+v", rep)
+	}
+	if !rep.Verdict.Flat {
+		t.Fatalf("leak-free run judged not flat: %+v", rep.Verdict)
+	}
+	if len(rep.Samples) < 20 {
+		t.Fatalf("%d samples in 4s at 100ms", len(rep.Samples))
+	}
+}
+
+// The same run with a workload that leaks on purpose must be flagged under
+// the same threshold.
+func TestSoakLeakFlagged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak smoke test takes seconds")
+	}
+	var leak [][]byte
+	rep, err := RunSoak(context.Background(), SoakConfig{
+		Store: "memory:", Duration: 4 * time.Second, Interval: 100 * time.Millisecond,
+		PruneAbove: 2000, Aggregates: 200, Workers: 1, ThresholdPct: 500,
+		onOp: func() { leak = append(leak, make([]byte, 4096)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict.Flat {
+		t.Fatalf("leaking run (%d MiB kept) judged flat: %+v", len(leak)*4096>>20, rep.Verdict)
+	}
+	grew := false
+	for _, tr := range rep.Verdict.Trends {
+		grew = grew || tr.ExceedsThresh
+	}
+	if !grew {
+		t.Fatalf("no trend flagged: %+v", rep.Verdict)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	mk := func(f func(i int) uint64) []MemSample {
+		var s []MemSample
+		for i := range 60 {
+			s = append(s, MemSample{At: time.Duration(i) * time.Second, HeapLive: f(i), RSS: f(i), Goroutines: 5})
+		}
+		return s
+	}
+	cases := []struct {
+		name string
+		f    func(int) uint64
+		flat bool
+	}{
+		{"constant", func(int) uint64 { return 100 << 20 }, true},
+		{"sawtooth", func(i int) uint64 { return 100<<20 + uint64(i%5)<<16 }, true},
+		{"growing 1 MiB/s", func(i int) uint64 { return 100<<20 + uint64(i)<<20 }, false},
+	}
+	for _, tc := range cases {
+		if got := Judge(mk(tc.f), 1).Flat; got != tc.flat {
+			t.Errorf("%s: flat=%v, want %v", tc.name, got, tc.flat)
+		}
+	}
+	grow := mk(func(int) uint64 { return 1 << 20 })
+	grow[len(grow)-1].Goroutines = 50
+	if v := Judge(grow, 1); v.Flat || !v.GoroutineGrowth {
+		t.Errorf("goroutine growth not flagged: %+v", v)
+	}
+}
