@@ -292,4 +292,7 @@ func testCatchUp(t *testing.T, f Factory) {
 		t.Fatalf("saw %d events, %d committed", got.count, len(committed))
 	}
 	t.Logf("reader saw %d committed events; %d events of failed appends stayed invisible", got.count, len(failed))
+	if n, err := CheckInvariants(ctxFor(t), s, pfx); err != nil || n != len(committed) {
+		t.Fatalf("invariants after the catch-up run: %d events checked, %d committed: %v", n, len(committed), err)
+	}
 }
