@@ -6,12 +6,19 @@ import (
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/varve-go/varve"
 )
+
+// cancelGrace is how long a cancelled statement may take to stop after the
+// cancel request before its connection is closed.
+const cancelGrace = time.Second
 
 // Backend is a varve.Backend on PostgreSQL. It is safe for concurrent use.
 type Backend struct {
@@ -59,6 +66,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	switch pc.ConnConfig.DefaultQueryExecMode {
 	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
+	}
+	// A cancelled call sends PostgreSQL a cancel request, so that an append
+	// waiting for its stream's lock is aborted rather than written once the
+	// lock comes free; the connection is dropped if that takes too long.
+	pc.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -83,7 +83,13 @@
 // notifier (unless Config.NoNotify) and the listener (after the first
 // Watch); Close stops both and closes the pool, and is idempotent. Every
 // call checks for Close and for its context first and returns ErrClosed or
-// the context's error.
+// the context's error. A context that ends while a statement runs sends
+// PostgreSQL a cancel request (the connection is dropped if the statement
+// has not stopped a second later), so an append that waits for its stream's
+// lock is aborted, not written once the lock comes free (TestCancelWhileLocked).
+// As with any database, a cancel can still lose the race with the commit:
+// the append's outcome is then unknown to the caller, and retrying it with
+// the same event ids is safe.
 //
 // # Figures
 //

@@ -242,3 +242,28 @@ func TestWatchAfterClose(t *testing.T) {
 		t.Fatalf("last position after close: %v", err)
 	}
 }
+
+// TestCancelWhileLocked: an append that waits for its stream's lock and is
+// cancelled gives the context's error and is aborted on the server; it
+// does not commit once the lock comes free.
+func TestCancelWhileLocked(t *testing.T) {
+	b := open(t, config(t, testSchema))
+	stream := fmt.Sprintf("cancel-locked-%d", time.Now().UnixNano())
+	holder, _ := openTxAppend(t, b, stream)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Any,
+		Events: []varve.Event{{ID: varve.NewEventID(), Type: "Cancelled"}}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		_ = holder.Rollback(context.Background())
+		t.Fatalf("append waiting for a lock past its deadline: %v", err)
+	}
+	if err := holder.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, err = b.StreamInfo(context.Background(), stream)
+	if !errors.Is(err, varve.ErrStreamNotFound) {
+		t.Fatalf("the cancelled append was written after all: stream info %v", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // watchState hands out the channel that the next wake-up closes.
@@ -124,7 +126,13 @@ func (b *Backend) listener() {
 // listen runs one LISTEN connection until it fails or ctx ends; it reports
 // whether LISTEN succeeded.
 func (b *Backend) listen(ctx context.Context) bool {
-	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+	cc := b.pool.Config().ConnConfig.Copy()
+	// Waits end at every WatchPoll; they need no cancel request, and the
+	// connection stays usable after a deadline.
+	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return false
 	}
