@@ -21,19 +21,26 @@ import (
 // and the stream's lock until the caller commits or rolls back.
 func openTxAppend(t *testing.T, b *postgres.Backend, stream string) (pgx.Tx, uuid.UUID) {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := b.Pool().Begin(ctx)
+	tx, id, err := beginAppend(context.Background(), b, stream)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return tx, id
+}
+
+func beginAppend(ctx context.Context, b *postgres.Backend, stream string) (pgx.Tx, uuid.UUID, error) {
+	tx, err := b.Pool().Begin(ctx)
+	if err != nil {
+		return nil, uuid.Nil, err
 	}
 	id := varve.NewEventID()
 	_, err = tx.Exec(ctx, "SELECT * FROM "+b.Schema()+".append($1, -1, $2, $3, $4, $5)",
 		stream, [][16]byte{id}, []string{"Slow"}, [][]byte{[]byte("{}")}, [][]byte{nil})
 	if err != nil {
 		_ = tx.Rollback(ctx)
-		t.Fatalf("append in an open transaction: %v", err)
+		return nil, uuid.Nil, fmt.Errorf("append in an open transaction: %w", err)
 	}
-	return tx, id
+	return tx, id, nil
 }
 
 func readAllIDs(t *testing.T, s *varve.Store, after varve.Position, pfx string) ([]uuid.UUID, varve.Position) {
