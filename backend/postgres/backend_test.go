@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,5 +86,39 @@ func TestRequests(t *testing.T) {
 		if n := b.Requests() - before; n != 1 {
 			t.Fatalf("%s sent %d statements, want 1", tc.name, n)
 		}
+	}
+}
+
+// TestQueryExecModes: the backend works whatever default_query_exec_mode
+// the connection string asks for; reads need described statements, so the
+// modes without them are upgraded.
+func TestQueryExecModes(t *testing.T) {
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := config(t, testSchema)
+			sep := "?"
+			if strings.Contains(cfg.ConnString, "?") {
+				sep = "&"
+			}
+			cfg.ConnString += sep + "default_query_exec_mode=" + mode
+			b := open(t, cfg)
+			ctx := context.Background()
+			stream := fmt.Sprintf("mode-%s-%d", mode, time.Now().UnixNano())
+			ev := varve.Event{ID: varve.NewEventID(), Type: "E", Data: []byte("d")}
+			res, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.NoStream, Events: []varve.Event{ev}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.ReadStream(ctx, varve.StreamQuery{Stream: stream, Limit: 10}, nil)
+			if err != nil || len(got) != 1 || got[0].ID != ev.ID || string(got[0].Data) != "d" {
+				t.Fatalf("read stream: %+v %v", got, err)
+			}
+			before := res.Position
+			before.Seq--
+			all, err := b.ReadAll(ctx, varve.AllQuery{After: before, Limit: 1}, nil)
+			if err != nil || len(all) != 1 || all[0].ID != ev.ID || all[0].Stream != stream {
+				t.Fatalf("read $all: %+v %v", all, err)
+			}
+		})
 	}
 }
