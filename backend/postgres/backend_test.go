@@ -1,0 +1,124 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/postgres"
+)
+
+// TestMigrateConcurrently: backends opened at once on a fresh schema
+// create it once, and reopening applies nothing.
+func TestMigrateConcurrently(t *testing.T) {
+	cfg := config(t, fmt.Sprintf("%s_mig_%d", testSchema, time.Now().UnixNano()%1e6))
+	var wg sync.WaitGroup
+	backends := make([]*postgres.Backend, 4)
+	errs := make([]error, len(backends))
+	for i := range backends {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			backends[i], errs[i] = postgres.New(ctx, cfg)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("backend %d: %v", i, err)
+		}
+		t.Cleanup(func() { _ = backends[i].Close() })
+	}
+	var applied int
+	err := backends[0].Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+backends[0].Schema()+".schema_migrations").Scan(&applied)
+	if err != nil || applied != 1 {
+		t.Fatalf("schema_migrations has %d rows (%v), want 1", applied, err)
+	}
+	if _, err := backends[3].Append(context.Background(), varve.AppendRequest{
+		Stream: "s", Expected: varve.NoStream, Events: []varve.Event{{ID: varve.NewEventID(), Type: "E"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequests: an append and a page read cost one statement each.
+func TestRequests(t *testing.T) {
+	cfg := config(t, testSchema)
+	cfg.NoNotify = true
+	b := open(t, cfg)
+	ctx := context.Background()
+	stream := fmt.Sprintf("requests-%d", time.Now().UnixNano())
+	evs := []varve.Event{{ID: varve.NewEventID(), Type: "E"}, {ID: varve.NewEventID(), Type: "E"}}
+	cases := []struct {
+		name string
+		op   func() error
+	}{
+		{"append", func() error {
+			_, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.NoStream, Events: evs})
+			return err
+		}},
+		{"idempotent retry", func() error {
+			_, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.NoStream, Events: evs})
+			return err
+		}},
+		{"read stream", func() error {
+			_, err := b.ReadStream(ctx, varve.StreamQuery{Stream: stream, Limit: 10}, nil)
+			return err
+		}},
+		{"read $all", func() error {
+			_, err := b.ReadAll(ctx, varve.AllQuery{Limit: 10}, nil)
+			return err
+		}},
+		{"stream info", func() error {
+			_, err := b.StreamInfo(ctx, stream)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		before := b.Requests()
+		if err := tc.op(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if n := b.Requests() - before; n != 1 {
+			t.Fatalf("%s sent %d statements, want 1", tc.name, n)
+		}
+	}
+}
+
+// TestQueryExecModes: the backend works whatever default_query_exec_mode
+// the connection string asks for; reads need described statements, so the
+// modes without them are upgraded.
+func TestQueryExecModes(t *testing.T) {
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := config(t, testSchema)
+			sep := "?"
+			if strings.Contains(cfg.ConnString, "?") {
+				sep = "&"
+			}
+			cfg.ConnString += sep + "default_query_exec_mode=" + mode
+			b := open(t, cfg)
+			ctx := context.Background()
+			stream := fmt.Sprintf("mode-%s-%d", mode, time.Now().UnixNano())
+			ev := varve.Event{ID: varve.NewEventID(), Type: "E", Data: []byte("d")}
+			res, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.NoStream, Events: []varve.Event{ev}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.ReadStream(ctx, varve.StreamQuery{Stream: stream, Limit: 10}, nil)
+			if err != nil || len(got) != 1 || got[0].ID != ev.ID || string(got[0].Data) != "d" {
+				t.Fatalf("read stream: %+v %v", got, err)
+			}
+			before := res.Position
+			before.Seq--
+			all, err := b.ReadAll(ctx, varve.AllQuery{After: before, Limit: 1}, nil)
+			if err != nil || len(all) != 1 || all[0].ID != ev.ID || all[0].Stream != stream {
+				t.Fatalf("read $all: %+v %v", all, err)
+			}
+		})
+	}
+}

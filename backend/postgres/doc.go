@@ -1,0 +1,107 @@
+// Package postgres is the PostgreSQL backend of varve: an event store in
+// one schema of a PostgreSQL (13 or later) database, reached through a pgx
+// v5 connection pool.
+//
+//	cfg, err := postgres.ParseURL("postgres://user@127.0.0.1/db?varve_schema=orders")
+//	b, err := postgres.New(ctx, cfg)
+//	store, err := varve.New(b, varve.Config{})
+//
+// # Schema
+//
+// New creates the schema (default "varve") and applies the embedded
+// migrations under an advisory lock, so processes that start together do not
+// race; Config.NoMigrate leaves that to the operator. The schema holds
+// streams (one row per stream: version, flags, times), events, snapshots,
+// checkpoints and three PL/pgSQL functions: append, delete_stream and
+// truncate_stream. Each mutation is one statement in an implicit
+// transaction, so an append costs one round trip whatever its size;
+// [Backend.Requests] counts the statements sent.
+//
+// # Gap-free $all
+//
+// A sequence number is assigned at insert, but transactions commit in
+// another order, so a reader that checkpoints at position P while the
+// transaction that holds P-1 is still open skips P-1 for ever. Each event
+// row therefore stores its transaction's id (pg_current_xact_id, 64 bits,
+// never reused) as tx, and [varve.Position] is (Commit: tx, Seq: sequence).
+// ReadAll orders by (tx, seq) and reads only rows whose tx is below the
+// xmin of the statement's own snapshot: every transaction below xmin has
+// ended, so no row can ever appear before the last one a reader saw. A
+// transaction that is still open holds back later commits from $all until
+// it ends (TestHorizon in this package, and the suite's CatchUp, check it);
+// writers never wait for each other to get there.
+//
+// Per-stream order in $all needs one more step. Appends to a stream are
+// serialized by a transaction-scoped advisory lock on a 64-bit hash of the
+// stream name, and the lock is taken before the transaction writes anything,
+// so its id is assigned only after the previous append to the stream
+// committed: ids, and with them $all, follow version order. (Taking the
+// lock after the id is assigned makes TestSameStreamOrder and CatchUp fail
+// within a few hundred appends.) Appends to different streams take
+// different locks and commit in parallel, sharing PostgreSQL's group commit.
+//
+// The horizon is the whole cluster's: any transaction with an id, in any
+// database of the server (a long report, an idle-in-transaction session, a
+// forgotten prepared transaction), holds $all back while it runs. Stream
+// reads are not affected.
+//
+// # Appends
+//
+// The append function locks the stream, refuses a tombstone
+// (ErrStreamDeleted), recognizes an idempotent retry by the first event id
+// (a unique index on (stream, id)), checks the expected version, inserts
+// the events from arrays with unnest and upserts the stream row. Conflicts
+// are raised with SQLSTATEs VV001..VV004 and mapped to varve's sentinels; a
+// known id later in a batch trips the unique index (23505), which is
+// ErrDuplicateEvent, so the backend declares Features.UniqueEventIDs.
+// Delete and Truncate take the same lock; deleted events leave $all and
+// their positions are not reused.
+//
+// # Reads
+//
+// ReadStream answers in one statement (the stream row left-joined to a page
+// of its events) and so tells a missing, deleted or tombstoned stream from
+// an empty page. Rows are decoded from the binary protocol straight into
+// the page: the text of a page shares one string and the data and metadata
+// one byte slice, so a page of 512 events took 49 allocations against 4,608
+// for the same page read with rows.Scan.
+//
+// # Watch
+//
+// [Backend.Watch] wakes this process's watchers at each of its commits, and
+// other processes' through LISTEN/NOTIFY. NOTIFY is not sent inside the
+// append: PostgreSQL serializes the commits of notifying transactions on one
+// lock, which would undo group commit. A notifier goroutine sends one NOTIFY
+// per burst of commits instead, at most one per Config.NotifyInterval. The
+// first Watch starts a listener goroutine on its own connection; it also
+// wakes watchers every Config.WatchPoll, which covers commits that were held
+// back behind an older transaction when their notification came.
+//
+// # Concurrency
+//
+// A Backend is safe for concurrent use. It owns at most two goroutines, the
+// notifier (unless Config.NoNotify) and the listener (after the first
+// Watch); Close stops both and closes the pool, and is idempotent. Every
+// call checks for Close and for its context first and returns ErrClosed or
+// the context's error. A context that ends while a statement runs sends
+// PostgreSQL a cancel request (the connection is dropped if the statement
+// has not stopped a second later), so an append that waits for its stream's
+// lock is aborted, not written once the lock comes free (TestCancelWhileLocked).
+// As with any database, a cancel can still lose the race with the commit:
+// the append's outcome is then unknown to the caller, and retrying it with
+// the same event ids is safe.
+//
+// # Figures
+//
+// Measured on this project's 2-core machine against PostgreSQL 15 on
+// loopback (synchronous_commit on), medians of three runs of
+// `go test -bench . -benchtime=2s -count=3`; each benchmark alternates varve
+// with a baseline of plain pgx statements on a two-index table in the same
+// loop, so the ratio varve/base is what to read:
+//
+//	append 1 event, 1 writer          1.23x the one-statement INSERT
+//	append 100 events, 1 writer       1.40x the unnest INSERT of 100 rows
+//	append 1 event, 16 writers        1.05x 16 writers of single INSERTs
+//	$all page of 512                  0.82x SELECT ... ORDER BY seq + Scan
+//	stream page of 100                1.01x SELECT by (stream, version) + Scan
+package postgres

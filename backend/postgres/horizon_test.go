@@ -1,0 +1,276 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/postgres"
+)
+
+// openTxAppend appends one event to stream inside an explicit transaction
+// that it leaves open, as a slow writer would: it holds its transaction id
+// and the stream's lock until the caller commits or rolls back.
+func openTxAppend(t *testing.T, b *postgres.Backend, stream string) (pgx.Tx, uuid.UUID) {
+	t.Helper()
+	tx, id, err := beginAppend(context.Background(), b, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx, id
+}
+
+func beginAppend(ctx context.Context, b *postgres.Backend, stream string) (pgx.Tx, uuid.UUID, error) {
+	tx, err := b.Pool().Begin(ctx)
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	id := varve.NewEventID()
+	_, err = tx.Exec(ctx, "SELECT * FROM "+b.Schema()+".append($1, -1, $2, $3, $4, $5)",
+		stream, [][16]byte{id}, []string{"Slow"}, [][]byte{[]byte("{}")}, [][]byte{nil})
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, uuid.Nil, fmt.Errorf("append in an open transaction: %w", err)
+	}
+	return tx, id, nil
+}
+
+func readAllIDs(t *testing.T, s *varve.Store, after varve.Position, pfx string) ([]uuid.UUID, varve.Position) {
+	t.Helper()
+	var ids []uuid.UUID
+	last := after
+	for e, err := range s.ReadAll(context.Background(), after, varve.PageSize(3)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = e.Position
+		if strings.HasPrefix(e.Stream, pfx) {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids, last
+}
+
+// TestHorizon drives the case that loses events in naive PostgreSQL event
+// stores: a transaction that got its position first commits last. $all must
+// hold back everything after it until it ends, then deliver it in order, and
+// never show a rolled-back one.
+func TestHorizon(t *testing.T) {
+	b := open(t, config(t, testSchema))
+	s, err := varve.New(b, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pfx := fmt.Sprintf("horizon-%d-", time.Now().UnixNano())
+	start, err := s.LastPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name   string
+		commit bool
+	}{
+		{"slow writer commits", true},
+		{"slow writer rolls back", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pfx := pfx + strings.ReplaceAll(tc.name, " ", "-") + "-"
+			// The reader checkpoints at the end of what it can read now.
+			before, checkpoint := readAllIDs(t, s, start, pfx)
+			if len(before) != 0 {
+				t.Fatalf("fresh prefix has %d events", len(before))
+			}
+			slow, slowID := openTxAppend(t, b, pfx+"slow")
+			var fast []uuid.UUID
+			for i := range 5 {
+				evs := []varve.Event{{Type: "Fast", Data: []byte("{}")}}
+				if _, err := s.Append(ctx, fmt.Sprintf("%sfast-%d", pfx, i), varve.NoStream, evs...); err != nil {
+					_ = slow.Rollback(ctx)
+					t.Fatal(err)
+				}
+				fast = append(fast, evs[0].ID)
+			}
+			// Committed after the slow writer's transaction began: held back.
+			held, cp := readAllIDs(t, s, checkpoint, pfx)
+			if len(held) != 0 {
+				_ = slow.Rollback(ctx)
+				t.Fatalf("$all returned %d events committed after a still-open transaction", len(held))
+			}
+			last, err := s.LastPosition(ctx)
+			if err != nil {
+				_ = slow.Rollback(ctx)
+				t.Fatal(err)
+			}
+			if tc.commit {
+				err = slow.Commit(ctx)
+			} else {
+				err = slow.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Resume from the checkpoint taken while the writer was open.
+			got, _ := readAllIDs(t, s, cp, pfx)
+			want := fast
+			if tc.commit {
+				want = append([]uuid.UUID{slowID}, fast...)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("after the slow writer ended: got %v, want %v", got, want)
+			}
+			after, err := s.LastPosition(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !last.Less(after) {
+				t.Fatalf("last position did not move past the held-back events: %s then %s", last, after)
+			}
+		})
+	}
+}
+
+// TestSameStreamOrder: many writers append to one stream with Any while a
+// reader follows $all; the stream's versions appear in $all in order, which
+// holds because a transaction gets its id only once it holds the stream's
+// lock.
+func TestSameStreamOrder(t *testing.T) {
+	b := open(t, config(t, testSchema))
+	s, err := varve.New(b, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stream := fmt.Sprintf("order-%d", time.Now().UnixNano())
+	start, err := s.LastPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, appends = 8, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Go(func() {
+			for range appends {
+				if _, err := s.Append(ctx, stream, varve.Any, varve.Event{Type: "E"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var prev varve.Version
+	n := 0
+	for e, err := range s.ReadAll(ctx, start) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Stream != stream {
+			continue
+		}
+		if e.Version != prev+1 {
+			t.Fatalf("$all has version %d of the stream after %d", e.Version, prev)
+		}
+		prev = e.Version
+		n++
+	}
+	if n != writers*appends {
+		t.Fatalf("$all has %d events of the stream, want %d", n, writers*appends)
+	}
+}
+
+// TestWatchAcrossBackends: a watcher on one backend is woken by an append
+// through another backend on the same schema, through NOTIFY.
+func TestWatchAcrossBackends(t *testing.T) {
+	cfg := config(t, testSchema)
+	cfg.WatchPoll = time.Hour // no poll wake-ups: only the NOTIFY counts
+	watcher := open(t, cfg)
+	writer := open(t, config(t, testSchema))
+	ch := watcher.Watch()
+	// The listener connects in the background; appends before it listens
+	// are missed, so keep appending until the wake-up comes.
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ch:
+			return
+		case <-deadline:
+			t.Fatal("no wake-up from another backend's appends within 10s")
+		case <-tick.C:
+			_, err := writer.Append(context.Background(), varve.AppendRequest{
+				Stream: fmt.Sprintf("watch-%d", time.Now().UnixNano()), Expected: varve.NoStream,
+				Events: []varve.Event{{ID: varve.NewEventID(), Type: "E"}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestWatchAfterClose(t *testing.T) {
+	b := open(t, config(t, testSchema))
+	ch := b.Watch()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake a watcher")
+	}
+	select {
+	case <-b.Watch():
+	default:
+		t.Fatal("Watch after Close returned an open channel")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.LastPosition(context.Background())
+	if !errors.Is(err, varve.ErrClosed) {
+		t.Fatalf("last position after close: %v", err)
+	}
+}
+
+// TestCancelWhileLocked: an append that waits for its stream's lock and is
+// cancelled gives the context's error and is aborted on the server; it
+// does not commit once the lock comes free.
+func TestCancelWhileLocked(t *testing.T) {
+	b := open(t, config(t, testSchema))
+	stream := fmt.Sprintf("cancel-locked-%d", time.Now().UnixNano())
+	holder, _ := openTxAppend(t, b, stream)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Any,
+		Events: []varve.Event{{ID: varve.NewEventID(), Type: "Cancelled"}}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		_ = holder.Rollback(context.Background())
+		t.Fatalf("append waiting for a lock past its deadline: %v", err)
+	}
+	if err := holder.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, err = b.StreamInfo(context.Background(), stream)
+	if !errors.Is(err, varve.ErrStreamNotFound) {
+		t.Fatalf("the cancelled append was written after all: stream info %v", err)
+	}
+}

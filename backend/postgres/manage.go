@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/varve-go/varve"
+)
+
+// StreamInfo reads the stream's row.
+func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamInfo, error) {
+	what := "stream info " + strconv.Quote(stream)
+	if err := b.begin(ctx); err != nil {
+		return varve.StreamInfo{}, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	var (
+		version, tx, seq    int64
+		deleted, tombstoned bool
+		created, updated    time.Time
+	)
+	b.requests.Add(1)
+	err := b.pool.QueryRow(ctx, b.sql.streamInfo, stream).Scan(&version, &tx, &seq, &deleted, &tombstoned, &created, &updated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return varve.StreamInfo{}, fmt.Errorf("postgres: %s: %w", what, varve.ErrStreamNotFound)
+	}
+	if err != nil {
+		return varve.StreamInfo{}, b.fail(ctx, what, err)
+	}
+	return varve.StreamInfo{
+		Stream:       stream,
+		Version:      varve.Version(version),
+		LastPosition: varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
+		CreatedAt:    created,
+		UpdatedAt:    updated,
+		Deleted:      deleted,
+		Tombstoned:   tombstoned,
+	}, nil
+}
+
+// Truncate deletes the stream's events below before under the stream's lock.
+func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Version) error {
+	what := fmt.Sprintf("truncate %q before %d", stream, before)
+	if err := b.begin(ctx); err != nil {
+		return fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	if before > math.MaxInt64 {
+		before = math.MaxInt64
+	}
+	b.requests.Add(1)
+	if _, err := b.pool.Exec(ctx, b.sql.truncate, stream, int64(before)); err != nil {
+		return b.mapError(ctx, what, stream, varve.Any, err)
+	}
+	return nil
+}
+
+// Delete deletes or tombstones the stream in one statement.
+func (b *Backend) Delete(ctx context.Context, stream string, expected varve.ExpectedVersion, tombstone bool) error {
+	what := "delete " + strconv.Quote(stream)
+	if tombstone {
+		what = "tombstone " + strconv.Quote(stream)
+	}
+	if err := b.begin(ctx); err != nil {
+		return fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	b.requests.Add(1)
+	if _, err := b.pool.Exec(ctx, b.sql.delete, stream, int64(expected), tombstone); err != nil {
+		return b.mapError(ctx, what, stream, expected, err)
+	}
+	b.committed()
+	return nil
+}

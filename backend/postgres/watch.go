@@ -1,0 +1,161 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+)
+
+// watchState hands out the channel that the next wake-up closes.
+type watchState struct {
+	mu        sync.Mutex
+	ch        chan struct{}
+	listening bool
+}
+
+func (w *watchState) wait() chan struct{} {
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *watchState) wake() {
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.mu.Unlock()
+}
+
+// channel is the LISTEN/NOTIFY channel of the backend's schema.
+func (b *Backend) channel() string { return pgx.Identifier{"varve." + b.cfg.Schema}.Sanitize() }
+
+// Watch returns a channel closed at the next commit of this backend, the
+// next NOTIFY from another process's backend on the same schema, or after
+// Config.WatchPoll without either. The first call starts a goroutine that
+// holds a LISTEN connection until Close.
+func (b *Backend) Watch() <-chan struct{} {
+	b.watch.mu.Lock()
+	defer b.watch.mu.Unlock()
+	ch := b.watch.wait()
+	if b.closed.Load() {
+		close(ch)
+		b.watch.ch = nil
+		return ch
+	}
+	if !b.watch.listening {
+		b.watch.listening = true
+		b.wg.Add(1)
+		go b.listener()
+	}
+	return ch
+}
+
+// committed wakes this process's watchers and asks the notifier to tell
+// the others.
+func (b *Backend) committed() {
+	b.watch.wake()
+	if !b.cfg.NoNotify {
+		select {
+		case b.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// notifier sends one NOTIFY for every burst of commits, at most one per
+// Config.NotifyInterval. A NOTIFY inside the appending transaction would
+// serialize the commits of all appenders on PostgreSQL's notification
+// queue lock; this one runs beside them.
+func (b *Backend) notifier() {
+	defer b.wg.Done()
+	ctx := b.life
+	sql := "NOTIFY " + b.channel()
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.notify:
+		}
+		b.requests.Add(1)
+		// A failed NOTIFY only delays other processes' watchers until
+		// their WatchPoll; there is nobody to report it to.
+		_, _ = b.pool.Exec(ctx, sql)
+		pause.Reset(b.cfg.NotifyInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-pause.C:
+		}
+	}
+}
+
+// listener holds a LISTEN connection and wakes the watchers at every
+// notification, at every Config.WatchPoll without one, and when the
+// connection fails; it reconnects with a growing pause.
+func (b *Backend) listener() {
+	defer b.wg.Done()
+	ctx := b.life
+	pause := 50 * time.Millisecond
+	for {
+		listened := b.listen(ctx)
+		b.watch.wake()
+		if listened {
+			pause = 50 * time.Millisecond
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// listen runs one LISTEN connection until it fails or ctx ends; it reports
+// whether LISTEN succeeded.
+func (b *Backend) listen(ctx context.Context) bool {
+	cc := b.pool.Config().ConnConfig.Copy()
+	// Waits end at every WatchPoll; they need no cancel request, and the
+	// connection stays usable after a deadline.
+	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return false
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+b.channel()); err != nil {
+		return false
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, b.cfg.WatchPoll)
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		b.watch.wake()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return true
+		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+		default:
+			return true
+		}
+	}
+}
