@@ -8,6 +8,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/backend/postgres"
 )
 
 // Open opens the store a URL names: "memory:" for the in-memory backend;
@@ -29,6 +30,12 @@ func OpenBackend(ctx context.Context, raw string) (varve.Backend, error) {
 	switch scheme {
 	case "memory", "mem":
 		return memory.New(), nil
+	case "postgres", "postgresql":
+		cfg, err := postgres.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		return postgres.New(ctx, cfg)
 	}
 	return nil, fmt.Errorf("lab: store %q: unknown scheme %q: %w", Redact(raw), scheme, varve.ErrInvalidArgument)
 }
