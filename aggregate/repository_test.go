@@ -123,10 +123,16 @@ func TestUnknownEventTypes(t *testing.T) {
 func TestRegisterPanicsOnMisuse(t *testing.T) {
 	t.Parallel()
 	for name, f := range map[string]func(r *aggregate.Registry){
-		"empty name":     func(r *aggregate.Registry) { aggregate.Register[Deposited](r, "") },
-		"pointer type":   func(r *aggregate.Registry) { aggregate.Register[*Deposited](r, "D") },
-		"duplicate name": func(r *aggregate.Registry) { aggregate.Register[Deposited](r, "X"); aggregate.Register[Withdrawn](r, "X") },
-		"duplicate type": func(r *aggregate.Registry) { aggregate.Register[Deposited](r, "X"); aggregate.Register[Deposited](r, "Y") },
+		"empty name":   func(r *aggregate.Registry) { aggregate.Register[Deposited](r, "") },
+		"pointer type": func(r *aggregate.Registry) { aggregate.Register[*Deposited](r, "D") },
+		"duplicate name": func(r *aggregate.Registry) {
+			aggregate.Register[Deposited](r, "X")
+			aggregate.Register[Withdrawn](r, "X")
+		},
+		"duplicate type": func(r *aggregate.Registry) {
+			aggregate.Register[Deposited](r, "X")
+			aggregate.Register[Deposited](r, "Y")
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
