@@ -12,6 +12,7 @@ import (
 type keyLocks struct {
 	seed   maphash.Seed
 	shards [64]lockShard
+	free   sync.Pool // *keyLock, unlocked and unreferenced
 }
 
 type lockShard struct {
@@ -39,7 +40,10 @@ func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 	sh.mu.Lock()
 	l := sh.locks[key]
 	if l == nil {
-		l = &keyLock{ch: make(chan struct{}, 1)}
+		l, _ = k.free.Get().(*keyLock)
+		if l == nil {
+			l = &keyLock{ch: make(chan struct{}, 1)}
+		}
 		sh.locks[key] = l
 	}
 	l.refs++
@@ -66,10 +70,15 @@ func (k *keyLocks) unlock(key string, l *keyLock) {
 
 func (k *keyLocks) release(sh *lockShard, key string, l *keyLock) {
 	sh.mu.Lock()
-	if l.refs--; l.refs == 0 {
+	l.refs--
+	last := l.refs == 0
+	if last {
 		delete(sh.locks, key)
 	}
 	sh.mu.Unlock()
+	if last {
+		k.free.Put(l)
+	}
 }
 
 // held returns the number of keys locked or awaited, for tests.

@@ -227,8 +227,14 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 			from = s.Version + 1
 		}
 	}
+	opts := []varve.ReadOption{varve.From(from)}
+	if from > 1 && r.cfg.SnapshotEvery < r.store.Config().PageSize {
+		// Few events follow a snapshot: a small page costs less to prepare
+		// than the store's default one.
+		opts = append(opts, varve.PageSize(r.cfg.SnapshotEvery+1))
+	}
 	var n uint64
-	for e, err := range r.store.ReadStream(ctx, a.stream, varve.From(from)) {
+	for e, err := range r.store.ReadStream(ctx, a.stream, opts...) {
 		if err != nil {
 			return nil, fmt.Errorf("aggregate: load %s: %w", a.stream, err)
 		}

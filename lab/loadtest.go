@@ -59,11 +59,11 @@ type LoadtestConfig struct {
 }
 
 // DefaultLoadtestConfig returns seed 001's defaults, with snapshots every
-// 20 events, room for 10,000 aggregates in the cache, and one worker.
+// 10 events, room for 10,000 aggregates in the cache, and one worker.
 func DefaultLoadtestConfig() LoadtestConfig {
 	return LoadtestConfig{
 		Store: DefaultLoadtestBackend, Ops: 50_000, Users: 100, Batch: 1000, Workers: 1,
-		Snapshots: true, SnapshotEvery: 20, Cache: false, CacheSize: 10_000, Seed: 1,
+		Snapshots: true, SnapshotEvery: 10, Cache: false, CacheSize: 10_000, Seed: 1,
 	}
 }
 
@@ -90,6 +90,10 @@ type LoadtestResult struct {
 	P90 time.Duration `json:"p90_ns"`
 	P99 time.Duration `json:"p99_ns"`
 	Max time.Duration `json:"max_ns"`
+	// CPUPerOp is the CPU time (user and system, all goroutines, the GC
+	// included) the process used per cycle: steadier than ops/s on a shared
+	// machine. 0 where the platform does not report it.
+	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
 	// Verified reloads and the ones whose state or version differed.
 	Verified   int `json:"verified"`
 	Mismatches int `json:"mismatches"`
@@ -229,6 +233,7 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	hists := make([]*hdrhistogram.Histogram, res.Workers)
 	verified := make([]int, res.Workers)
 	mismatches := make([]int, res.Workers)
+	cpu0, _ := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range res.Workers {
@@ -251,6 +256,9 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	if cpu1, ok := processCPU(); ok {
+		res.CPUPerOp = (cpu1 - cpu0) / time.Duration(cfg.Ops)
+	}
 	if err := context.Cause(ctx); err != nil {
 		return res, fmt.Errorf("lab: loadtest: %w", err)
 	}
@@ -401,6 +409,7 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 		"  Total time:      %.3f seconds\n"+
 		"  Total ops:       %d\n"+
 		"  Avg rate:        %.0f ops/s\n"+
+		"  CPU per op:      %v\n"+
 		"  Cycle latency:   p50 %v, p90 %v, p99 %v, max %v\n"+
 		"  Conflicts:       %d (%d retries)\n"+
 		"  Load after save: %s\n"+
@@ -410,7 +419,7 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 		"  Store calls/op:  %.2f (%d calls)\n"+
 		"  Requests/op:     %s\n"+
 		"  Final memory:    %.0f MiB heap, %.0f MiB sys\n",
-		r.Elapsed.Seconds(), r.Ops, r.OpsPerSec,
+		r.Elapsed.Seconds(), r.Ops, r.OpsPerSec, round(r.CPUPerOp),
 		round(r.P50), round(r.P90), round(r.P99), round(r.Max),
 		s.Conflicts, s.Retries, verify, hits,
 		s.SnapshotsLoaded, s.SnapshotsSaved, s.SnapshotsIgnored, s.SnapshotErrors,

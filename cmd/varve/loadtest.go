@@ -130,4 +130,3 @@ func envFor(cmd *cobra.Command, env, flag string) (string, bool) {
 	s = strings.TrimSpace(s)
 	return s, ok && s != ""
 }
-
