@@ -23,6 +23,7 @@ type Aggregate[T any] struct {
 	snapped varve.Version // version of the latest snapshot known to exist
 	pending []varve.Event
 	failed  error // set once a save failed
+	cached  bool  // the state came from the cache and may be stale
 }
 
 // ID returns the aggregate's id.

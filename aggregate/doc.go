@@ -36,7 +36,9 @@
 // aggregate is loaded without reading the store; if another writer has moved
 // its stream on, the save's expected version fails, and every failed save
 // evicts the cached copy, so the next load, or Execute's retry, reads the
-// store afresh. Cache entries hold states at stored versions only, never
+// store afresh. A command that Execute runs on a cached copy and that fails
+// is run once more on the stored state, so a stale copy can't make it fail
+// either. Cache entries hold states at stored versions only, never
 // pending events: the events of a failed save are dropped with the
 // aggregate that raised them, which can then no longer be saved
 // ([ErrDiscarded]).

@@ -332,7 +332,7 @@ func (r *Repository[T]) cachePut(a *Aggregate[T]) {
 }
 
 func (r *Repository[T]) fromCache(id string, e *cached[T]) (*Aggregate[T], bool) {
-	a := &Aggregate[T]{r: r, id: id, stream: r.Stream(id), version: e.version, snapped: e.snapped}
+	a := &Aggregate[T]{r: r, id: id, stream: r.Stream(id), version: e.version, snapped: e.snapped, cached: true}
 	switch {
 	case r.share:
 		a.state = e.state
@@ -375,7 +375,10 @@ func (r *Repository[T]) Forget(id string) {
 // aggregate afresh and runs command again, up to Config.MaxAttempts times
 // in all, waiting a short random time between later attempts. command must
 // therefore decide from the state it is given only, and may run more than
-// once. An error of command is returned as is, and nothing is saved.
+// once. An error of command is returned as is, and nothing is saved; when
+// the command failed on a cached state, it is first run once more on the
+// state read from the store, so a stale cached copy can neither save events
+// (the expected version stops them) nor make a command fail.
 //
 // The commands of one repository on one aggregate run one at a time, so
 // concurrent callers in one process wait for each other instead of
@@ -394,7 +397,18 @@ func (r *Repository[T]) Execute(ctx context.Context, id string, command func(*Ag
 			return nil, err
 		}
 		if err := command(a); err != nil {
-			return nil, err
+			if !a.cached {
+				return nil, err
+			}
+			// A stale cached state may have made the command fail: decide
+			// again on the stored state.
+			r.stats.recheck.Add(1)
+			if a, err = r.getOrCreate(ctx, id, loadOptions{fromStore: true, noSnapshot: o.noSnapshot}); err != nil {
+				return nil, err
+			}
+			if err := command(a); err != nil {
+				return nil, err
+			}
 		}
 		err = r.Save(ctx, a)
 		if err == nil {
@@ -451,12 +465,13 @@ type Stats struct {
 	SaveFailures     uint64 `json:"save_failures"`   // conflicts included
 	Conflicts        uint64 `json:"conflicts"`       // saves that failed with ErrWrongExpectedVersion
 	Retries          uint64 `json:"retries"`         // extra attempts of Execute
+	Rechecks         uint64 `json:"rechecks"`        // failed commands run again on the stored state
 }
 
 type counters struct {
 	loads, cacheHits, cacheMisses, evictions                          atomic.Uint64
 	snapshotsLoaded, snapshotsIgnored, snapshotsSaved, snapshotErrors atomic.Uint64
-	eventsReplayed, saves, saveFailures, conflicts, retries           atomic.Uint64
+	eventsReplayed, saves, saveFailures, conflicts, retries, recheck  atomic.Uint64
 }
 
 // Stats returns the repository's counters.
@@ -467,6 +482,6 @@ func (r *Repository[T]) Stats() Stats {
 		SnapshotsLoaded: c.snapshotsLoaded.Load(), SnapshotsIgnored: c.snapshotsIgnored.Load(),
 		SnapshotsSaved: c.snapshotsSaved.Load(), SnapshotErrors: c.snapshotErrors.Load(),
 		EventsReplayed: c.eventsReplayed.Load(), Saves: c.saves.Load(), SaveFailures: c.saveFailures.Load(),
-		Conflicts: c.conflicts.Load(), Retries: c.retries.Load(),
+		Conflicts: c.conflicts.Load(), Retries: c.retries.Load(), Rechecks: c.recheck.Load(),
 	}
 }

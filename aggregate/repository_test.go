@@ -436,6 +436,17 @@ func TestConflictEvictsStaleCopy(t *testing.T) {
 		if s := r.Stats(); s.Conflicts != 1 || s.Retries != 1 || s.Evictions != 1 {
 			t.Fatalf("stats %+v, want one conflict, retry and eviction", s)
 		}
+		// A command that fails on a stale cached state is decided again on
+		// the stored one.
+		mustExecute(t, other, "e", deposit(20))
+		a = mustExecute(t, r, "e", withdraw(25))
+		if a.State().Balance != 0 || r.Stats().Rechecks != 1 {
+			t.Fatalf("withdrawal decided on a stale copy: %+v, stats %+v", a.State(), r.Stats())
+		}
+		if _, err := r.Execute(ctxFor(t), "e", withdraw(1)); !errors.Is(err, errInsufficient) || r.Stats().Rechecks != 2 {
+			t.Fatalf("withdrawal beyond the stored balance: %v, stats %+v", err, r.Stats())
+		}
+
 		// The retry's state is cached again: the next command reads nothing.
 		before = e.b.counts()
 		mustExecute(t, r, "e", deposit(2))
