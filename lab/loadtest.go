@@ -56,6 +56,11 @@ type LoadtestConfig struct {
 	LoadAfterSave bool `json:"load_after_save"`
 	// Seed makes the choice of users reproducible.
 	Seed uint64 `json:"seed"`
+	// Baseline also runs, after the cycles, as many bare appends of the
+	// same events (encoded, appended with ExpectedVersion Any, nothing
+	// loaded), on the same workers and store: the floor of a cycle, measured
+	// in the same run.
+	Baseline bool `json:"baseline"`
 }
 
 // DefaultLoadtestConfig returns seed 001's defaults, with snapshots every
@@ -110,6 +115,11 @@ type LoadtestResult struct {
 	// Go heap in use and memory obtained from the OS at the end, in MiB.
 	HeapMiB float64 `json:"heap_mib"`
 	SysMiB  float64 `json:"sys_mib"`
+	// BaselineOpsPerSec is the rate of the bare appends when Config.Baseline
+	// is set; CycleCost is OpsPerSec's inverse relative to it (2 means a
+	// cycle takes twice as long as a bare append).
+	BaselineOpsPerSec float64 `json:"baseline_ops_per_sec,omitempty"`
+	CycleCost         float64 `json:"cycle_cost,omitempty"`
 }
 
 // LoadtestStoreURL turns a backend name into a local store URL: mem and
@@ -288,7 +298,49 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.HeapMiB, res.SysMiB = mib(ms.HeapAlloc), mib(ms.Sys)
+	if cfg.Baseline {
+		el, err := loadtestBaseline(ctx, store, cfg, res.Workers)
+		if err != nil {
+			return res, fmt.Errorf("lab: loadtest baseline: %w", err)
+		}
+		res.BaselineOpsPerSec = float64(cfg.Ops) / el.Seconds()
+		res.CycleCost = res.BaselineOpsPerSec / res.OpsPerSec
+		fmt.Fprintf(progress, "=== Baseline: %d bare appends in %v ===\n", cfg.Ops, el.Round(time.Millisecond))
+	}
 	return res, nil
+}
+
+// loadtestBaseline appends the events a run's cycles append, without an
+// aggregate, and returns the time it took.
+func loadtestBaseline(ctx context.Context, store *varve.Store, cfg LoadtestConfig, workers int) (time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	category := fmt.Sprintf("lt%08x-raw-", rand.Uint32())
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		ops := cfg.Ops / workers
+		if w < cfg.Ops%workers {
+			ops++
+		}
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+			users := ownedUsers(w, workers, cfg.Users)
+			for i := range ops {
+				id := users[rng.IntN(len(users))]
+				data, err := aggregate.JSON{}.Marshal(EmailChanged{Email: "user-" + id + "-" + strconv.Itoa(i) + "@example.com"})
+				if err == nil {
+					_, err = store.Append(ctx, category+id, varve.Any, varve.Event{Type: "EmailChanged", Data: data})
+				}
+				if err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), context.Cause(ctx)
 }
 
 // ownedUsers returns the users of worker w of n: w, w+n, w+2n, ...
@@ -401,6 +453,10 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 	if r.Config.LoadAfterSave {
 		verify = fmt.Sprintf("%d reloads, %d mismatches", r.Verified, r.Mismatches)
 	}
+	baseline := ""
+	if r.BaselineOpsPerSec > 0 {
+		baseline = fmt.Sprintf("  Baseline:        %.0f bare appends/s; a cycle costs %.2f bare appends\n", r.BaselineOpsPerSec, r.CycleCost)
+	}
 	hits := "off"
 	if r.Config.Cache {
 		hits = fmt.Sprintf("%d hits, %d misses", s.CacheHits, s.CacheMisses)
@@ -418,13 +474,14 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 		"  Events replayed: %d (%.2f per op)\n"+
 		"  Store calls/op:  %.2f (%d calls)\n"+
 		"  Requests/op:     %s\n"+
-		"  Final memory:    %.0f MiB heap, %.0f MiB sys\n",
+		"  Final memory:    %.0f MiB heap, %.0f MiB sys\n"+
+		"%s",
 		r.Elapsed.Seconds(), r.Ops, r.OpsPerSec, round(r.CPUPerOp),
 		round(r.P50), round(r.P90), round(r.P99), round(r.Max),
 		s.Conflicts, s.Retries, verify, hits,
 		s.SnapshotsLoaded, s.SnapshotsSaved, s.SnapshotsIgnored, s.SnapshotErrors,
 		s.EventsReplayed, float64(s.EventsReplayed)/float64(max(r.Ops, 1)),
-		r.StoreCallsPerOp, r.StoreCalls, requests, r.HeapMiB, r.SysMiB)
+		r.StoreCallsPerOp, r.StoreCalls, requests, r.HeapMiB, r.SysMiB, baseline)
 	return err
 }
 

@@ -12,7 +12,7 @@ func BenchmarkLoadtest(b *testing.B) {
 	for _, c := range []struct{ snap, cache bool }{{true, false}, {true, true}, {false, true}} {
 		b.Run(fmt.Sprintf("snapshot=%v/cache=%v", c.snap, c.cache), func(b *testing.B) {
 			cfg := DefaultLoadtestConfig()
-			cfg.Store, cfg.Ops, cfg.Batch, cfg.Snapshots, cfg.Cache, cfg.SnapshotEvery = "mem", b.N, b.N, c.snap, c.cache, 10
+			cfg.Store, cfg.Ops, cfg.Batch, cfg.Snapshots, cfg.Cache, cfg.SnapshotEvery = "mem", b.N, 1000, c.snap, c.cache, 10
 			b.ReportAllocs()
 			res, err := Loadtest(context.Background(), cfg, nil)
 			if err != nil {

@@ -27,7 +27,7 @@ func TestLoadtest(t *testing.T) {
 		t.Run(fmt.Sprintf("snapshot=%v/cache=%v/workers=%d", tc.snap, tc.cache, tc.workers), func(t *testing.T) {
 			cfg := DefaultLoadtestConfig()
 			cfg.Store, cfg.Ops, cfg.Users, cfg.Batch, cfg.Workers = "mem", 1200, 20, 400, tc.workers
-			cfg.Snapshots, cfg.Cache, cfg.LoadAfterSave, cfg.SnapshotEvery = tc.snap, tc.cache, true, 7
+			cfg.Snapshots, cfg.Cache, cfg.LoadAfterSave, cfg.SnapshotEvery, cfg.Baseline = tc.snap, tc.cache, true, 7, true
 			var progress bytes.Buffer
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -42,7 +42,7 @@ func TestLoadtest(t *testing.T) {
 			if res.Workers != tc.workers || s.Conflicts != 0 {
 				t.Fatalf("%d workers, %d conflicts; want %d workers owning their users, no conflicts", res.Workers, s.Conflicts, tc.workers)
 			}
-			if res.OpsPerSec <= 0 || res.P50 <= 0 || res.P99 < res.P50 || res.StoreCalls == 0 {
+			if res.OpsPerSec <= 0 || res.P50 <= 0 || res.P99 < res.P50 || res.StoreCalls == 0 || res.BaselineOpsPerSec <= 0 || res.CycleCost <= 0 {
 				t.Fatalf("figures not filled in: %+v", res)
 			}
 			if got := strings.Count(progress.String(), "ops/s"); got != cfg.Ops/cfg.Batch {
@@ -61,7 +61,7 @@ func TestLoadtest(t *testing.T) {
 			if err := PrintLoadtestResult(&out, res); err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"Avg rate:", "p50", "p99", "Store calls/op:", "Requests/op:     n/a", "0 mismatches", "Final memory:"} {
+			for _, want := range []string{"Avg rate:", "p50", "p99", "Store calls/op:", "Requests/op:     n/a", "0 mismatches", "Final memory:", "Baseline:"} {
 				if !strings.Contains(out.String(), want) {
 					t.Fatalf("results lack %q:\n%s", want, out.String())
 				}

@@ -71,6 +71,7 @@ store URL; the default is ` + lab.DefaultLoadtestBackend + `.`,
 	f.BoolVar(&cfg.LoadAfterSave, "load-after-save", cfg.LoadAfterSave, "reload each saved aggregate from the store and compare [LOAD_AFTER_SAVE]")
 	f.IntVarP(&cfg.Workers, "workers", "w", cfg.Workers, "concurrent workers, each with its own users [WORKERS]")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the choice of users [SEED]")
+	f.BoolVar(&cfg.Baseline, "baseline", cfg.Baseline, "also time bare appends of the same events, the floor of a cycle [BASELINE]")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON (progress goes to stderr)")
 	return cmd
 }
@@ -98,7 +99,7 @@ func loadtestEnv(cmd *cobra.Command, cfg *lab.LoadtestConfig) error {
 	bools := []struct {
 		env, flag string
 		dst       *bool
-	}{{"SNAPSHOT", "snapshot", &cfg.Snapshots}, {"CACHE", "cache", &cfg.Cache}, {"LOAD_AFTER_SAVE", "load-after-save", &cfg.LoadAfterSave}}
+	}{{"SNAPSHOT", "snapshot", &cfg.Snapshots}, {"CACHE", "cache", &cfg.Cache}, {"LOAD_AFTER_SAVE", "load-after-save", &cfg.LoadAfterSave}, {"BASELINE", "baseline", &cfg.Baseline}}
 	for _, v := range bools {
 		if s, ok := envFor(cmd, v.env, v.flag); ok {
 			b, err := strconv.ParseBool(s)
