@@ -15,20 +15,9 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
-	"github.com/varve-go/varve/backend/memory"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// backends are the backends the tests run on. Each test uses its own
-// category (see category), so suites can share a server. Add a line here for
-// every backend that lands.
-var backends = []struct {
-	name string
-	open func(t *testing.T) varve.Backend
-}{
-	{"memory", func(*testing.T) varve.Backend { return memory.New() }},
-}
 
 // forEachBackend runs test on every backend, in parallel.
 func forEachBackend(t *testing.T, test func(t *testing.T, env *env)) {
@@ -59,6 +48,15 @@ func newEnv(t *testing.T, b varve.Backend) *env {
 	var suffix [4]byte
 	rand.Read(suffix[:])
 	return &env{store: s, b: cb, cat: "acct" + hex.EncodeToString(suffix[:])}
+}
+
+// needSnapshots skips a test that needs a snapshot store on a backend
+// without one.
+func (e *env) needSnapshots(t *testing.T) {
+	t.Helper()
+	if _, ok := e.b.Backend.(varve.SnapshotStore); !ok || !e.b.Features().Snapshots {
+		t.Skipf("backend %q does not declare Features.Snapshots", e.b.Features().Name)
+	}
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -167,6 +165,9 @@ func withdraw(n int) func(*aggregate.Aggregate[Account]) error {
 
 func newAccounts(t *testing.T, e *env, cfg aggregate.Config) *aggregate.Repository[Account] {
 	t.Helper()
+	if cfg.SnapshotEvery > 0 {
+		e.needSnapshots(t)
+	}
 	r, err := aggregate.New(e.store, accountDef(e.cat), cfg)
 	if err != nil {
 		t.Fatal(err)

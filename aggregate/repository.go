@@ -19,7 +19,8 @@ type Definition[T any] struct {
 	// Category names the kind; the stream of aggregate id is Category + "-" + id.
 	Category string
 	// New returns the state of an aggregate with no events; nil means the
-	// zero T.
+	// zero T. States read from snapshots (and, without Clone, from the
+	// cache) are decoded into a zero T, not into New's.
 	New func(id string) T
 	// Apply returns the state after event, an event of a type registered in
 	// Events, passed as a value. It must be pure: it may not change the state

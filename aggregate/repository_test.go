@@ -166,6 +166,7 @@ func (c *upperCodec) Unmarshal(data []byte, v any) error {
 
 func TestPluggableCodec(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
+		e.needSnapshots(t)
 		codec := &upperCodec{}
 		def := accountDef(e.cat)
 		def.Codec = codec
@@ -214,6 +215,7 @@ func TestSnapshotPolicy(t *testing.T) {
 			t.Run(fmt.Sprintf("every=%d", tc.every), func(t *testing.T) {
 				id := fmt.Sprintf("p%d", tc.every)
 				if tc.every == 0 {
+					e.needSnapshots(t)
 					// A snapshot that a reader with snapshots on would use,
 					// with a wrong state: a repository with them off must
 					// not even look at it.
