@@ -60,3 +60,19 @@ func Example() {
 	// first save: <nil>
 	// second save conflicts: true
 }
+
+func ExampleRegister() {
+	events := aggregate.NewRegistry()
+	aggregate.Register[Incremented](events, "Incremented")
+
+	name, _ := events.Name(Incremented{By: 1})
+	fmt.Println(name)
+	e, _ := events.Decode(aggregate.JSON{}, "Incremented", []byte(`{"By":5}`))
+	fmt.Printf("%#v\n", e)
+	_, err := events.Decode(aggregate.JSON{}, "Reset", []byte(`{}`))
+	fmt.Println(errors.Is(err, aggregate.ErrUnknownEventType), err)
+	// Output:
+	// Incremented
+	// aggregate_test.Incremented{By:5}
+	// true aggregate: unknown event type: "Reset" is not registered
+}
