@@ -30,7 +30,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), benchCmd(), matrixCmd(), soakCmd())
+	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), matrixCmd(), soakCmd())
 	return root
 }
 
