@@ -233,11 +233,13 @@ func (s *Store) page(o readOptions) (*[]RecordedEvent, int) {
 	return &p, n
 }
 
-func (s *Store) release(p *[]RecordedEvent) {
+// release returns a page buffer to the pool after dropping its references
+// to event data in the first used slots, the only ones a read wrote.
+func (s *Store) release(p *[]RecordedEvent, used int) {
 	if cap(*p) != s.cfg.PageSize {
 		return
 	}
-	clear((*p)[:cap(*p)]) // drop references to event data
+	clear((*p)[:used])
 	*p = (*p)[:0]
 	s.pages.Put(p)
 }
@@ -263,7 +265,8 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts ...ReadOptio
 			return
 		}
 		buf, n := s.page(o)
-		defer s.release(buf)
+		used := 0
+		defer func() { s.release(buf, used) }()
 		q := StreamQuery{Stream: stream, Direction: o.dir, From: o.from}
 		left := o.limit
 		for {
@@ -272,7 +275,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts ...ReadOptio
 				q.Limit = left
 			}
 			page, err := s.b.ReadStream(ctx, q, (*buf)[:0])
-			*buf = page[:0]
+			*buf, used = page[:0], max(used, len(page))
 			if err != nil {
 				fail(err)
 				return
@@ -322,7 +325,8 @@ func (s *Store) ReadAll(ctx context.Context, after Position, opts ...ReadOption)
 			return
 		}
 		buf, n := s.page(o)
-		defer s.release(buf)
+		used := 0
+		defer func() { s.release(buf, used) }()
 		q := AllQuery{After: after}
 		left := o.limit
 		for {
@@ -331,7 +335,7 @@ func (s *Store) ReadAll(ctx context.Context, after Position, opts ...ReadOption)
 				q.Limit = left
 			}
 			page, err := s.b.ReadAll(ctx, q, (*buf)[:0])
-			*buf = page[:0]
+			*buf, used = page[:0], max(used, len(page))
 			if err != nil {
 				fail(err)
 				return

@@ -1,10 +1,13 @@
 package aggregate_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/backend/postgres"
+	"github.com/varve-go/varve/internal/testenv"
 )
 
 // backends are the backends every test runs on, in parallel. Each test uses
@@ -17,4 +20,16 @@ var backends = []struct {
 	open func(t *testing.T) varve.Backend
 }{
 	{"memory", func(*testing.T) varve.Backend { return memory.New() }},
+	{"postgres", func(t *testing.T) varve.Backend {
+		cfg, err := postgres.ParseURL(testenv.PostgresURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Schema = "varve_aggregate_test"
+		b, err := postgres.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}},
 }

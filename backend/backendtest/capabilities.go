@@ -34,6 +34,25 @@ func testSnapshots(t *testing.T, f Factory) {
 			t.Fatalf("snapshot round trip:\n got %+v\nwant %+v", got, want)
 		}
 	}
+	// Deleting or tombstoning a stream drops its snapshot: a re-created
+	// stream must not load the state of its previous life.
+	for _, tombstone := range []bool{false, true} {
+		stream := prefix(t) + "snap-del"
+		mustAppend(t, s, stream, varve.NoStream, events("E", 3)...)
+		if err := ss.SaveSnapshot(ctxFor(t), varve.Snapshot{Stream: stream, Version: 3, SchemaVersion: 1, Data: []byte("{}"), TakenAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		del := s.Delete
+		if tombstone {
+			del = s.Tombstone
+		}
+		if err := del(ctxFor(t), stream, varve.Any); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := ss.LoadSnapshot(ctxFor(t), stream); err != nil || ok {
+			t.Fatalf("snapshot after delete (tombstone=%v): ok=%v err=%v", tombstone, ok, err)
+		}
+	}
 }
 
 func testCheckpoints(t *testing.T, f Factory) {

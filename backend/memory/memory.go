@@ -407,6 +407,9 @@ func (b *Backend) Delete(ctx context.Context, name string, expected varve.Expect
 	b.log.kill(st.events)
 	st.events, st.ids, st.version = nil, nil, 0
 	st.deleted, st.tombstoned, st.updated = true, tombstone, now
+	b.kvMu.Lock()
+	delete(b.snapshots, name)
+	b.kvMu.Unlock()
 	return nil
 }
 
