@@ -305,7 +305,7 @@ func seed(ctx context.Context, s *varve.Store, prefix string) ([]string, error) 
 func mixedWorkload(name, bench string, readPct int) Workload {
 	return Workload{
 		Name: name, Bench: bench,
-		About: fmt.Sprintf("8 workers; %d%% of ops read one of 100 streams of 10 events, %d%% append 1 event", readPct, 100-readPct),
+		About:   fmt.Sprintf("8 workers; %d%% of ops read one of 100 streams of 10 events, %d%% append 1 event", readPct, 100-readPct),
 		Workers: 8, Unit: Ops,
 		Setup: func(ctx context.Context, s *varve.Store, p Params) (Prepared, error) {
 			read, err := seed(ctx, s, p.Prefix)
