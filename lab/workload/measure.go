@@ -341,3 +341,16 @@ func Run(ctx context.Context, s *varve.Store, w Workload, p Params, units int, d
 	}
 	return res, nil
 }
+
+// Round rounds d to three significant digits, for printing: 81.264639ms
+// becomes 81.3ms.
+func Round(d time.Duration) time.Duration {
+	if d < 1000 && d > -1000 {
+		return d
+	}
+	m := time.Duration(1)
+	for a := d; a >= 1000 || a <= -1000; a /= 10 {
+		m *= 10
+	}
+	return d.Round(m)
+}

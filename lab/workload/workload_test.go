@@ -189,3 +189,19 @@ func ExampleRun() {
 	fmt.Println(res.Ops, "appends,", res.Events, "events, stopped:", res.Stopped)
 	// Output: 100 appends, 1000 events, stopped: budget
 }
+
+func TestRound(t *testing.T) {
+	tests := []struct{ in, want time.Duration }{
+		{0, 0},
+		{999, 999},
+		{1234, 1230},
+		{81264639, 81300000},
+		{-1234, -1230},
+		{time.Hour + time.Second, time.Hour},
+	}
+	for _, tc := range tests {
+		if got := workload.Round(tc.in); got != tc.want {
+			t.Errorf("Round(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
