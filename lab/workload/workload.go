@@ -94,11 +94,11 @@ func Suite() []Workload {
 		appendWorkload("append-batch100", "Append/Batch100", "append a batch of 100 events to one of 1,000 streams", 1, 100, streamsPerWorker, false, false),
 		appendWorkload("append-metadata", "Append/WithMetadata", "append 1 event with 149 bytes of metadata", 1, 1, streamsPerWorker, true, false),
 		appendWorkload("append-expected", "Append/ExpectedVersion", "append 1 event at the exact expected version of its stream", 1, 1, streamsPerWorker, false, true),
-		loadWorkload("load-10", "Load/Events10", 10),
-		loadWorkload("load-100", "Load/Events100", 100),
-		loadWorkload("load-1000", "Load/Events1000", 1000),
-		appendWorkload("concurrent-8", "Concurrent/Workers8", "8 writers, each appends 1 event to its own streams", 8, 1, streamsPerWorker, false, false),
-		appendWorkload("concurrent-32", "Concurrent/Workers32", "32 writers, each appends 1 event to its own streams", 32, 1, streamsPerWorker, false, false),
+		loadWorkload("load-10", "Load/Events10", 10, "10"),
+		loadWorkload("load-100", "Load/Events100", 100, "100"),
+		loadWorkload("load-1000", "Load/Events1000", 1000, "1,000"),
+		appendWorkload("concurrent-8", "Concurrent/Workers8", "each writer appends 1 event to one of its own 1,000 streams", 8, 1, streamsPerWorker, false, false),
+		appendWorkload("concurrent-32", "Concurrent/Workers32", "each writer appends 1 event to one of its own 1,000 streams", 32, 1, streamsPerWorker, false, false),
 		mixedWorkload("mixed-80r20w", "Mixed/Read80Write20", 80),
 		mixedWorkload("mixed-20r80w", "Mixed/Read20Write80", 20),
 		{
@@ -117,7 +117,7 @@ func Scale() []Workload {
 	ws := []Workload{
 		appendWorkload("scale-append", "SequentialAppend", "append 1 event to a single stream that grows to the whole budget", 1, 1, 1, false, false),
 		appendWorkload("scale-batch100", "BatchAppend100", "append batches of 100 events to one of 1,000 streams", 1, 100, streamsPerWorker, false, false),
-		appendWorkload("scale-concurrent8", "ConcurrentAppend8", "8 writers, each appends 1 event to a stream of its own", 8, 1, 1, false, false),
+		appendWorkload("scale-concurrent8", "ConcurrentAppend8", "each writer appends 1 event to a stream of its own", 8, 1, 1, false, false),
 		{
 			Name: "scale-load", Bench: "LoadFullStream",
 			About:   "read a whole stream of a tenth of the budget (at most 100,000 events)",
@@ -265,9 +265,9 @@ func readAll(ctx context.Context, s *varve.Store, stream string, want int) (int,
 	return n, nil
 }
 
-func loadWorkload(name, bench string, n int) Workload {
+func loadWorkload(name, bench string, n int, count string) Workload {
 	return Workload{
-		Name: name, Bench: bench, About: fmt.Sprintf("read a whole stream of %d events", n),
+		Name: name, Bench: bench, About: "read a whole stream of " + count + " events",
 		Workers: 1, Unit: Events,
 		Setup: func(ctx context.Context, s *varve.Store, p Params) (Prepared, error) {
 			return loadSetup(ctx, s, p.Prefix+"load", n)
@@ -305,7 +305,7 @@ func seed(ctx context.Context, s *varve.Store, prefix string) ([]string, error) 
 func mixedWorkload(name, bench string, readPct int) Workload {
 	return Workload{
 		Name: name, Bench: bench,
-		About:   fmt.Sprintf("8 workers; %d%% of ops read one of 100 streams of 10 events, %d%% append 1 event", readPct, 100-readPct),
+		About:   fmt.Sprintf("%d%% of ops read one of 100 streams of 10 events, %d%% append 1 event", readPct, 100-readPct),
 		Workers: 8, Unit: Ops,
 		Setup: func(ctx context.Context, s *varve.Store, p Params) (Prepared, error) {
 			read, err := seed(ctx, s, p.Prefix)
