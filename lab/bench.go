@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -106,6 +107,10 @@ type BenchBaseline struct {
 	EventsPerSec float64       `json:"events_per_sec"`
 	P50          time.Duration `json:"p50_ns"`
 	P99          time.Duration `json:"p99_ns"`
+	// Spread is the fastest run's events/s over the slowest's: far above
+	// 1, the machine was busy and throughput ratios are rough (p50 ratios
+	// hold up better).
+	Spread float64 `json:"spread"`
 	// Error says why there is no baseline, if there is none.
 	Error string `json:"error,omitempty"`
 }
@@ -194,14 +199,10 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	run := throwawayName("")
 	for i, s := range stores {
 		st := BenchStore{URL: Redact(urls[i]), Backend: s.Features().Name, Features: s.Features()}
+		stores[i] = nil // measure owns it now
 		r := &benchRun{cfg: cfg, ws: ws, url: expanded[i], label: st.URL, store: s, prog: prog, prefix: "bench-" + run + "-"}
 		r.measure(ctx, &st)
 		rep.Stores = append(rep.Stores, st)
-		err := s.Close()
-		stores[i] = nil
-		if err != nil && ctx.Err() == nil {
-			rep.Stores[i].Error = join(rep.Stores[i].Error, fmt.Sprintf("close: %v", err))
-		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -246,7 +247,13 @@ func (r *benchRun) limits(scale bool) (int, time.Duration) {
 	return events, d
 }
 
+// measure runs the baseline and the workloads on r.store and closes it.
 func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
+	defer func() {
+		if r.store != nil {
+			_ = r.store.Close()
+		}
+	}()
 	bl, err := openBaseline(ctx, r.url)
 	if err != nil {
 		st.Baseline = &BenchBaseline{Error: err.Error()}
@@ -274,24 +281,35 @@ func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
 		r.prog.begin(r.label, w.Name, "", live, units, w.Unit)
 		res, err := workload.Run(ctx, r.store, w, workload.Params{Prefix: r.prefix + w.Name + "-"}, units, d, live)
 		br := BenchResult{Workload: w.Name, Result: res}
-		switch {
-		case err != nil && ctx.Err() != nil && res.Ops == 0:
-			r.prog.end("interrupted")
-			continue // interrupted during setup: nothing measured
-		case err != nil:
+		if res.Ops == 0 && ctx.Err() != nil {
+			r.prog.end("interrupted before the first op")
+			continue
+		}
+		if err != nil {
 			br.Error = err.Error()
 		}
 		r.prog.end(summary(res, w.Unit))
 		st.Results = append(st.Results, br)
 	}
+	// Close the store before the second baseline run, so that the memory it
+	// holds (all of it, for the memory backend) can be collected first.
+	if err := r.store.Close(); err != nil && ctx.Err() == nil {
+		st.Error = join(st.Error, fmt.Sprintf("close: %v", err))
+	}
+	r.store = nil
 	if bl != nil && ctx.Err() == nil {
 		r.baseline(ctx, bl, st.Baseline, "after")
 	}
 	if b := st.Baseline; b != nil && len(b.Runs) > 0 {
+		lo, hi := math.Inf(1), 0.0
 		for _, run := range b.Runs {
+			lo, hi = min(lo, run.EventsPerSec), max(hi, run.EventsPerSec)
 			b.EventsPerSec += run.EventsPerSec / float64(len(b.Runs))
 			b.P50 += run.Latency.P50 / time.Duration(len(b.Runs))
 			b.P99 += run.Latency.P99 / time.Duration(len(b.Runs))
+		}
+		if lo > 0 {
+			b.Spread = hi / lo
 		}
 		for i := range st.Results {
 			res := &st.Results[i]
@@ -348,7 +366,7 @@ func join(a, b string) string {
 
 func summary(res workload.Result, u workload.Unit) string {
 	s := fmt.Sprintf("%s %s in %v, %s %s/s, p50 %v, p99 %v", groupDigits(float64(countOf(res, u))), u,
-		workload.Round(res.Elapsed), groupDigits(res.Rate(u)), u, workload.Round(res.Latency.P50), workload.Round(res.Latency.P99))
+		fmtDur(res.Elapsed), groupDigits(res.Rate(u)), u, fmtDur(res.Latency.P50), fmtDur(res.Latency.P99))
 	if res.Stopped != workload.StopBudget {
 		s += " (" + res.Stopped + ")"
 	}

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"html/template"
 	"io"
 	"strings"
@@ -33,6 +34,7 @@ func WriteBenchHTML(w io.Writer, rep *BenchReport) error {
 		Latency    []template.HTML
 		Timelines  []template.HTML
 		Baselines  table
+		Unsteady   []string
 		Tables     []table
 	}{Rep: rep, Budget: budgetText(rep)}
 
@@ -70,6 +72,10 @@ func WriteBenchHTML(w io.Writer, rep *BenchReport) error {
 		var runs []string
 		for _, r := range bl.Runs {
 			runs = append(runs, groupDigits(r.EventsPerSec))
+		}
+		if bl.Spread > unsteady {
+			data.Unsteady = append(data.Unsteady, fmt.Sprintf("%s's baseline runs differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better.",
+				st.URL, fmtRatio(bl.Spread)))
 		}
 		data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.URL, ""}, {bl.Name, ""}, {groupDigits(bl.EventsPerSec), "n"},
 			{fmtDur(bl.P50), "n"}, {fmtDur(bl.P99), "n"}, {strings.Join(runs, " / "), "n"}, {st.ServerVersion, ""}, {bl.About, "l"}})
@@ -161,6 +167,7 @@ svg line.base { stroke: #1d2330; stroke-width: 2; }
 <h2>Baselines</h2>
 <p class="about">A raw single-event write loop of each store's medium, 1 writer, run before and after the store's workloads. Every "vs base" is to the mean of the runs: for throughput higher is faster (1x = as fast as the raw medium), for latency it is how many raw writes one op takes.</p>
 {{template "table" .Baselines}}
+{{range .Unsteady}}<p class="warn">{{.}}</p>{{end}}
 
 <h2>Workloads</h2>
 {{range .Tables}}<h3>{{.Title}}</h3><p class="about">{{.About}}</p>{{template "table" .}}{{end}}

@@ -12,6 +12,9 @@ import (
 	"github.com/varve-go/varve/lab/workload"
 )
 
+// unsteady is the baseline spread above which the report warns.
+const unsteady = 1.5
+
 // PrintBench writes a report as text: a header, the baselines and one
 // aligned table per workload with a row per store.
 func PrintBench(w io.Writer, rep *BenchReport) error {
@@ -43,6 +46,12 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 		}
 	}
 	bt.write(&b)
+	for _, st := range rep.Stores {
+		if bl := st.Baseline; bl != nil && bl.Spread > unsteady {
+			fmt.Fprintf(&b, "note: %s's baseline runs differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better\n",
+				st.URL, fmtRatio(bl.Spread))
+		}
+	}
 
 	for _, wl := range rep.Workloads {
 		unit := strings.ToUpper(string(wl.Unit))
