@@ -270,6 +270,7 @@ func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
 		}()
 		st.ServerVersion = bl.version
 		st.Baseline = &BenchBaseline{Name: bl.name, About: bl.about}
+		r.baseline(ctx, bl, nil, "warm-up")
 		r.baseline(ctx, bl, st.Baseline, "before")
 	}
 	for _, w := range r.ws {
@@ -325,11 +326,21 @@ func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
 	}
 }
 
+// baseline measures bl and adds the run to b; with b nil it is a warm-up
+// of a tenth of the budget (at most a second) whose figures are dropped:
+// the first measurement of a process runs on a cold heap and connection.
 func (r *benchRun) baseline(ctx context.Context, bl *baseline, b *BenchBaseline, when string) {
 	units, d := r.limits(false)
+	if b == nil {
+		units, d = max(units/10, 1), time.Second
+	}
 	live := new(workload.Live)
 	r.prog.begin(r.label, "baseline", when, live, units, workload.Events)
 	res, err := workload.Measure(ctx, 1, bl.newOp, workload.Limits{Ops: units, Duration: d}, live)
+	if b == nil {
+		r.prog.end(summary(res, workload.Events))
+		return
+	}
 	if err != nil {
 		b.Error = join(b.Error, fmt.Sprintf("%s: %v", when, err))
 		r.prog.end("failed")
