@@ -74,7 +74,7 @@ func WriteBenchHTML(w io.Writer, rep *BenchReport) error {
 			runs = append(runs, groupDigits(r.EventsPerSec))
 		}
 		if bl.Spread > unsteady {
-			data.Unsteady = append(data.Unsteady, fmt.Sprintf("%s's baseline runs differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better.",
+			data.Unsteady = append(data.Unsteady, fmt.Sprintf("The baseline runs of %s differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better.",
 				st.URL, fmtRatio(bl.Spread)))
 		}
 		data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.URL, ""}, {bl.Name, ""}, {groupDigits(bl.EventsPerSec), "n"},

@@ -48,7 +48,7 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 	bt.write(&b)
 	for _, st := range rep.Stores {
 		if bl := st.Baseline; bl != nil && bl.Spread > unsteady {
-			fmt.Fprintf(&b, "note: %s's baseline runs differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better\n",
+			fmt.Fprintf(&b, "note: the baseline runs of %s differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better\n",
 				st.URL, fmtRatio(bl.Spread))
 		}
 	}
