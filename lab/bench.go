@@ -4,98 +4,406 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/lab/workload"
 )
 
-// BenchConfig configures a Bench run.
+// DefaultBenchStores are the stores `varve bench` measures when none is
+// given: embedded stores that need no server. "{tmp}" in a URL stands for a
+// temporary directory that the run creates and removes.
+//
+// TODO(lead): add "sqlite://{tmp}/bench.db" first once lab.Open knows sqlite.
+var DefaultBenchStores = []string{"memory:"}
+
+// Defaults of a [BenchConfig].
+const (
+	// DefaultBenchEvents is the budget of a suite workload and of a baseline.
+	DefaultBenchEvents = 50_000
+	// DefaultBenchDuration caps a suite workload and a baseline.
+	DefaultBenchDuration = 5 * time.Second
+	// DefaultScaleEvents is the budget of a scale workload; memory stores
+	// get DefaultScaleEventsMemory.
+	DefaultScaleEvents       = 100_000
+	DefaultScaleEventsMemory = 1_000_000
+)
+
+// BenchConfig configures [Bench].
 type BenchConfig struct {
-	Stores []string // store URLs
-	Events int      // events per workload
+	// Stores are the URLs of the stores to measure, one after the other;
+	// default DefaultBenchStores.
+	Stores []string
+	// Workloads are names of workloads or of the groups suite, scale and
+	// all; default the suite.
+	Workloads []string
+	// Events is the budget of every workload and baseline (events, or ops
+	// for a workload counted in ops). 0 means DefaultBenchEvents for suite
+	// workloads and baselines, and the scale default for scale workloads.
+	Events int
+	// Duration caps every workload and baseline. 0 means
+	// DefaultBenchDuration for suite workloads and baselines and no cap for
+	// scale workloads; a negative Duration means no cap at all.
+	Duration time.Duration
+	// Progress, when not nil, receives a progress line while the run goes
+	// on (redrawn in place on a terminal).
+	Progress io.Writer
 }
 
-// Result is one workload's figures on one store.
-type Result struct {
-	Store    string        `json:"store"`
-	Workload string        `json:"workload"`
-	Events   int           `json:"events"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	PerSec   float64       `json:"events_per_sec"`
-	P50      time.Duration `json:"p50_ns"`
-	P90      time.Duration `json:"p90_ns"`
-	P99      time.Duration `json:"p99_ns"`
+// BenchReport is the outcome of a [Bench] run; it marshals to the JSON of
+// `varve bench --json`.
+type BenchReport struct {
+	Varve      string      `json:"varve_version"`
+	Machine    MachineInfo `json:"machine"`
+	GOMAXPROCS int         `json:"gomaxprocs"`
+	Started    time.Time   `json:"started"`
+	Finished   time.Time   `json:"finished"`
+	// Interrupted is set when the run was stopped before its end; the
+	// report holds what was measured until then.
+	Interrupted bool `json:"interrupted"`
+	// Events and Duration are the config's values as given (0 = defaults).
+	Events    int             `json:"events"`
+	Duration  time.Duration   `json:"duration_ns"`
+	Workloads []BenchWorkload `json:"workloads"`
+	Stores    []BenchStore    `json:"stores"`
 }
 
-// Bench runs the append and read workloads on every store.
-func Bench(ctx context.Context, cfg BenchConfig) ([]Result, error) {
-	var out []Result
-	for _, u := range cfg.Stores {
-		s, err := Open(ctx, u)
+// BenchWorkload describes a workload of the run.
+type BenchWorkload struct {
+	Name    string        `json:"name"`
+	Bench   string        `json:"go_bench_name"`
+	About   string        `json:"about"`
+	Workers int           `json:"workers"`
+	Unit    workload.Unit `json:"unit"`
+	Scale   bool          `json:"scale"`
+}
+
+// BenchStore is what a run measured on one store.
+type BenchStore struct {
+	URL     string `json:"url"`
+	Backend string `json:"backend"`
+	// ServerVersion is the version of the server or embedded engine, as the
+	// baseline's connection reports it; empty when unknown.
+	ServerVersion string         `json:"server_version"`
+	Features      varve.Features `json:"features"`
+	Baseline      *BenchBaseline `json:"baseline"`
+	Results       []BenchResult  `json:"results"`
+	// Error says why the store's run ended early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// BenchBaseline is a store's raw baseline, measured before and after its
+// workloads; ratios are to the mean of the runs.
+type BenchBaseline struct {
+	Name  string            `json:"name"`
+	About string            `json:"about"`
+	Runs  []workload.Result `json:"runs"`
+	// EventsPerSec, P50 and P99 are the means over Runs.
+	EventsPerSec float64       `json:"events_per_sec"`
+	P50          time.Duration `json:"p50_ns"`
+	P99          time.Duration `json:"p99_ns"`
+	// Spread is the fastest run's events/s over the slowest's: far above
+	// 1, the machine was busy and throughput ratios are rough (p50 ratios
+	// hold up better).
+	Spread float64 `json:"spread"`
+	// Error says why there is no baseline, if there is none.
+	Error string `json:"error,omitempty"`
+}
+
+// BenchResult is one workload on one store.
+type BenchResult struct {
+	Workload string `json:"workload"`
+	workload.Result
+	// VsBaseline compares the result with the store's baseline; nil
+	// without one.
+	VsBaseline *BenchRatios `json:"vs_baseline"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// BenchRatios relate a result to its store's baseline: Throughput is the
+// workload's events/s (ops/s for a workload counted in ops) over the
+// baseline's events/s, so 0.5 keeps half the raw medium's speed; P50 and
+// P99 are the workload's latency over the baseline's, so 3 takes three
+// times as long as one raw write.
+type BenchRatios struct {
+	Throughput float64 `json:"throughput"`
+	P50        float64 `json:"p50"`
+	P99        float64 `json:"p99"`
+}
+
+// Bench measures the workloads on each store, each store's baseline before
+// and after them, and returns the report. When ctx ends, Bench stops the
+// running workload, skips the rest and returns what was measured along with
+// an error that wraps ctx's error. A workload that fails is reported with
+// its error and the run goes on.
+func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
+	ws, err := workload.Select(cfg.Workloads)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	urls := cfg.Stores
+	if len(urls) == 0 {
+		urls = DefaultBenchStores
+	}
+	if cfg.Events < 0 {
+		return nil, fmt.Errorf("bench: %d events: %w", cfg.Events, varve.ErrInvalidArgument)
+	}
+	rep := &BenchReport{
+		Varve: varveVersion(), Machine: Machine(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Started: time.Now(), Events: cfg.Events, Duration: cfg.Duration,
+	}
+	for _, w := range ws {
+		rep.Workloads = append(rep.Workloads, BenchWorkload{
+			Name: w.Name, Bench: w.Bench, About: w.About, Workers: w.Workers, Unit: w.Unit, Scale: w.Scale,
+		})
+	}
+
+	var tmp string
+	defer func() {
+		if tmp != "" {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	expanded := make([]string, len(urls))
+	for i, u := range urls {
+		if strings.Contains(u, "{tmp}") && tmp == "" {
+			if tmp, err = os.MkdirTemp("", "varve-bench-*"); err != nil {
+				return nil, fmt.Errorf("bench: temporary directory: %w", err)
+			}
+		}
+		expanded[i] = strings.ReplaceAll(u, "{tmp}", tmp)
+	}
+
+	// Open every store first, so that a bad URL fails before anything runs.
+	stores := make([]*varve.Store, len(expanded))
+	defer func() {
+		for _, s := range stores {
+			if s != nil {
+				_ = s.Close()
+			}
+		}
+	}()
+	for i, u := range expanded {
+		if stores[i], err = Open(ctx, u); err != nil {
+			return nil, fmt.Errorf("bench: open store %s: %w", Redact(urls[i]), err)
+		}
+	}
+
+	prog := newProgress(cfg.Progress)
+	defer prog.stop()
+	run := throwawayName("")
+	for i, s := range stores {
+		st := BenchStore{URL: Redact(urls[i]), Backend: s.Features().Name, Features: s.Features()}
+		stores[i] = nil // measure owns it now
+		r := &benchRun{cfg: cfg, ws: ws, url: expanded[i], label: st.URL, store: s, prog: prog, prefix: "bench-" + run + "-"}
+		r.measure(ctx, &st)
+		rep.Stores = append(rep.Stores, st)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rep.Finished = time.Now()
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+		return rep, fmt.Errorf("bench interrupted: %w", context.Cause(ctx))
+	}
+	return rep, nil
+}
+
+// benchRun measures one store.
+type benchRun struct {
+	cfg    BenchConfig
+	ws     []workload.Workload
+	url    string // expanded
+	label  string // for people
+	store  *varve.Store
+	prog   *progress
+	prefix string
+}
+
+// limits returns the budget and time cap of a workload or baseline.
+func (r *benchRun) limits(scale bool) (int, time.Duration) {
+	events, d := r.cfg.Events, r.cfg.Duration
+	if events == 0 {
+		events = DefaultBenchEvents
+		if scale {
+			events = DefaultScaleEvents
+			if s, _, _ := strings.Cut(r.url, ":"); s == "memory" || s == "mem" {
+				events = DefaultScaleEventsMemory
+			}
+		}
+	}
+	switch {
+	case d < 0:
+		d = 0
+	case d == 0 && !scale:
+		d = DefaultBenchDuration
+	}
+	return events, d
+}
+
+// measure runs the baseline and the workloads on r.store and closes it.
+func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
+	defer func() {
+		if r.store != nil {
+			_ = r.store.Close()
+		}
+	}()
+	bl, err := openBaseline(ctx, r.url)
+	if err != nil {
+		st.Baseline = &BenchBaseline{Error: err.Error()}
+		if ctx.Err() != nil {
+			return
+		}
+	} else {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := bl.close(cctx); err != nil {
+				st.Error = join(st.Error, err.Error())
+			}
+		}()
+		st.ServerVersion = bl.version
+		st.Baseline = &BenchBaseline{Name: bl.name, About: bl.about}
+		r.baseline(ctx, bl, nil, "warm-up")
+		r.baseline(ctx, bl, st.Baseline, "before")
+	}
+	for _, w := range r.ws {
+		if ctx.Err() != nil {
+			break
+		}
+		units, d := r.limits(w.Scale)
+		live := new(workload.Live)
+		r.prog.begin(r.label, w.Name, "", live, units, w.Unit)
+		res, err := workload.Run(ctx, r.store, w, workload.Params{Prefix: r.prefix + w.Name + "-"}, units, d, live)
+		br := BenchResult{Workload: w.Name, Result: res}
+		if res.Ops == 0 && ctx.Err() != nil {
+			r.prog.end("interrupted before the first op")
+			continue
+		}
 		if err != nil {
-			return out, err
+			br.Error = err.Error()
 		}
-		for _, w := range []struct {
-			name string
-			run  func(context.Context, *varve.Store, int, *hdrhistogram.Histogram) error
-		}{{"append-single", appendSingle}, {"read-stream", readStream}} {
-			h := hdrhistogram.New(1, int64(time.Minute), 3)
-			start := time.Now()
-			err := w.run(ctx, s, cfg.Events, h)
-			el := time.Since(start)
-			if err != nil {
-				s.Close()
-				return out, fmt.Errorf("%s on %s: %w", w.name, Redact(u), err)
+		r.prog.end(summary(res, w.Unit))
+		st.Results = append(st.Results, br)
+	}
+	// Close the store before the second baseline run, so that the memory it
+	// holds (all of it, for the memory backend) can be collected first.
+	if err := r.store.Close(); err != nil && ctx.Err() == nil {
+		st.Error = join(st.Error, fmt.Sprintf("close: %v", err))
+	}
+	r.store = nil
+	if bl != nil && ctx.Err() == nil {
+		r.baseline(ctx, bl, st.Baseline, "after")
+	}
+	if b := st.Baseline; b != nil && len(b.Runs) > 0 {
+		lo, hi := math.Inf(1), 0.0
+		for _, run := range b.Runs {
+			lo, hi = min(lo, run.EventsPerSec), max(hi, run.EventsPerSec)
+			b.EventsPerSec += run.EventsPerSec / float64(len(b.Runs))
+			b.P50 += run.Latency.P50 / time.Duration(len(b.Runs))
+			b.P99 += run.Latency.P99 / time.Duration(len(b.Runs))
+		}
+		if lo > 0 {
+			b.Spread = hi / lo
+		}
+		for i := range st.Results {
+			res := &st.Results[i]
+			if res.Ops == 0 || b.EventsPerSec == 0 {
+				continue
 			}
-			out = append(out, Result{
-				Store: Redact(u), Workload: w.name, Events: cfg.Events, Elapsed: el,
-				PerSec: float64(cfg.Events) / el.Seconds(),
-				P50:    time.Duration(h.ValueAtQuantile(50)), P90: time.Duration(h.ValueAtQuantile(90)), P99: time.Duration(h.ValueAtQuantile(99)),
-			})
-		}
-		if err := s.Close(); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-func appendSingle(ctx context.Context, s *varve.Store, n int, h *hdrhistogram.Histogram) error {
-	data := []byte(`{"user":"u-1","n":1}`)
-	for i := range n {
-		t := time.Now()
-		if _, err := s.Append(ctx, fmt.Sprintf("bench-%d", i%100), varve.Any, varve.Event{Type: "Bench", Data: data}); err != nil {
-			return err
-		}
-		_ = h.RecordValue(int64(time.Since(t)))
-	}
-	return nil
-}
-
-func readStream(ctx context.Context, s *varve.Store, n int, h *hdrhistogram.Histogram) error {
-	read := 0
-	for read < n {
-		t := time.Now()
-		for _, err := range s.ReadStream(ctx, fmt.Sprintf("bench-%d", read%100)) {
-			if err != nil {
-				return err
+			res.VsBaseline = &BenchRatios{
+				Throughput: res.Rate(unitOf(r.ws, res.Workload)) / b.EventsPerSec,
+				P50:        ratio(res.Latency.P50, b.P50),
+				P99:        ratio(res.Latency.P99, b.P99),
 			}
-			read++
 		}
-		_ = h.RecordValue(int64(time.Since(t)))
 	}
-	return nil
 }
 
-// PrintTable writes results as an aligned table.
-func PrintTable(w io.Writer, rs []Result) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "STORE\tWORKLOAD\tEVENTS\tEVENTS/S\tP50\tP90\tP99\t")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%v\t%v\t%v\t\n", r.Store, r.Workload, r.Events, r.PerSec, r.P50, r.P90, r.P99)
+// baseline measures bl and adds the run to b; with b nil it is a warm-up
+// of a tenth of the budget (at most a second) whose figures are dropped:
+// the first measurement of a process runs on a cold heap and connection.
+func (r *benchRun) baseline(ctx context.Context, bl *baseline, b *BenchBaseline, when string) {
+	units, d := r.limits(false)
+	if b == nil {
+		units, d = max(units/10, 1), time.Second
 	}
-	return tw.Flush()
+	live := new(workload.Live)
+	r.prog.begin(r.label, "baseline", when, live, units, workload.Events)
+	res, err := workload.Measure(ctx, 1, bl.newOp, workload.Limits{Ops: units, Duration: d}, live)
+	if b == nil {
+		r.prog.end(summary(res, workload.Events))
+		return
+	}
+	if err != nil {
+		b.Error = join(b.Error, fmt.Sprintf("%s: %v", when, err))
+		r.prog.end("failed")
+		return
+	}
+	r.prog.end(summary(res, workload.Events))
+	if res.Ops > 0 && res.Stopped != workload.StopInterrupted {
+		b.Runs = append(b.Runs, res)
+	}
+}
+
+func unitOf(ws []workload.Workload, name string) workload.Unit {
+	for _, w := range ws {
+		if w.Name == name {
+			return w.Unit
+		}
+	}
+	return workload.Events
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func summary(res workload.Result, u workload.Unit) string {
+	s := fmt.Sprintf("%s %s in %v, %s %s/s, p50 %v, p99 %v", groupDigits(float64(countOf(res, u))), u,
+		fmtDur(res.Elapsed), groupDigits(res.Rate(u)), u, fmtDur(res.Latency.P50), fmtDur(res.Latency.P99))
+	if res.Stopped != workload.StopBudget {
+		s += " (" + res.Stopped + ")"
+	}
+	return s
+}
+
+func countOf(res workload.Result, u workload.Unit) int64 {
+	if u == workload.Ops {
+		return res.Ops
+	}
+	return res.Events
+}
+
+func varveVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+		if s.Key == "vcs.modified" && s.Value == "true" {
+			v += "+dirty"
+		}
+	}
+	return v
 }
