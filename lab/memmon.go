@@ -120,6 +120,7 @@ type Trend struct {
 	SlopePerMin   float64 `json:"slope_bytes_per_min"`
 	PctPer10Min   float64 `json:"pct_of_mean_per_10min"`
 	ThresholdPct  float64 `json:"threshold_pct_per_10min"`
+	MinSlope      float64 `json:"min_slope_bytes_per_min"`
 	ExceedsThresh bool    `json:"flagged"`
 }
 
@@ -135,11 +136,13 @@ type Verdict struct {
 
 // Judge fits the live heap and the RSS over the second half of the samples
 // and flags a figure whose slope, projected over 10 minutes, exceeds
-// thresholdPct percent of its mean. The live heap (as of the last GC) is
+// thresholdPct percent of its mean and minSlope bytes per minute. The floor
+// keeps a tiny heap's jitter from counting as growth: 1% of a 1 MiB heap is
+// noise. The live heap (as of the last GC) is
 // used instead of the allocated heap, which saws up and down between
 // collections. Goroutines growing by more than 2 between the middle and the
 // end of the run are flagged too.
-func Judge(samples []MemSample, thresholdPct float64) Verdict {
+func Judge(samples []MemSample, thresholdPct, minSlope float64) Verdict {
 	half := samples[len(samples)/2:]
 	v := Verdict{SamplesEvaluated: len(half), Flat: true}
 	if len(half) < 3 {
@@ -160,11 +163,11 @@ func Judge(samples []MemSample, thresholdPct float64) Verdict {
 			ys[i] = float64(fig.get(s))
 			sum += ys[i]
 		}
-		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), SlopePerMin: Slope(xs, ys), ThresholdPct: thresholdPct}
+		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), SlopePerMin: Slope(xs, ys), ThresholdPct: thresholdPct, MinSlope: minSlope}
 		if t.Mean > 0 {
 			t.PctPer10Min = 100 * t.SlopePerMin * 10 / t.Mean
 		}
-		t.ExceedsThresh = t.PctPer10Min > thresholdPct
+		t.ExceedsThresh = t.PctPer10Min > thresholdPct && t.SlopePerMin > minSlope
 		if t.ExceedsThresh {
 			v.Flat = false
 		}

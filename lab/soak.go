@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/varve-go/varve"
 )
 
@@ -35,12 +37,17 @@ type SoakConfig struct {
 	MemoryLimit int64 // bytes, set with debug.SetMemoryLimit; 0 leaves it alone
 	PruneAbove  int   // live events above which the oldest streams are deleted
 	Workers     int
-	Aggregates  int           // accounts the commands pick from
-	Interval    time.Duration // memory sampling interval
+	// Rate caps the commands per second over all workers; 0 runs flat out.
+	Rate       int
+	Aggregates int           // accounts the commands pick from
+	Interval   time.Duration // memory sampling interval
 	// ThresholdPct flags a memory figure whose slope over the second half of
 	// the run, projected over 10 minutes, exceeds this percent of its mean.
 	ThresholdPct float64
-	Progress     io.Writer
+	// MinSlope is the growth in bytes per minute below which nothing is
+	// flagged, whatever its share of the mean.
+	MinSlope float64
+	Progress io.Writer
 
 	onOp func() // tests use it to leak on purpose
 }
@@ -110,6 +117,7 @@ type soak struct {
 	pruned   atomic.Int64
 	firstErr atomic.Pointer[string]
 	lastOps  atomic.Int64 // ops at the previous progress line
+	limit    *rate.Limiter
 }
 
 func (k *soak) fail(err error) {
@@ -139,6 +147,9 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 	}
 	defer s.Close()
 	k := &soak{cfg: cfg, s: s, names: make([]string, cfg.Aggregates), live: make([]atomic.Int64, cfg.Aggregates)}
+	if cfg.Rate > 0 {
+		k.limit = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, cfg.Rate/100))
+	}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for i := range k.names {
 		k.names[i] = "soak-" + run + "-acct-" + strconv.Itoa(i)
@@ -180,7 +191,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 	if e := k.firstErr.Load(); e != nil {
 		rep.FirstError = *e
 	}
-	rep.Verdict = Judge(rep.Samples, cfg.ThresholdPct)
+	rep.Verdict = Judge(rep.Samples, cfg.ThresholdPct, cfg.MinSlope)
 	if rep.Errors > 0 {
 		rep.Verdict.Flat = false
 	}
@@ -194,6 +205,9 @@ func (k *soak) worker(ctx context.Context, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	data := make([]byte, 64)
 	for ctx.Err() == nil {
+		if k.limit != nil && k.limit.Wait(ctx) != nil {
+			return
+		}
 		i := r.IntN(len(k.names))
 		var balance int64
 		var version varve.Version

@@ -2,21 +2,24 @@ package lab
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
 
-// A short sustained run on memory: memory stays flat, pruning keeps the
-// data set bounded, nothing fails. The threshold suits a run of seconds, in
-// which a slope projected over 10 minutes is noisy; a real soak runs minutes
-// with the default 1%.
+// A short sustained run on memory at a steady rate: memory stays flat,
+// pruning keeps the data set bounded, nothing fails. A slope projected over
+// 10 minutes from a few seconds is noise, so the smoke tests judge against a
+// floor of 64 MiB/min: paced leak-free runs measured within +-13 MiB/min, the
+// leaking run below 340-430 MiB/min of live heap. A real soak runs minutes
+// with the default 1% and no floor.
 func TestSoakFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak smoke test takes seconds")
 	}
 	rep, err := RunSoak(context.Background(), SoakConfig{
 		Store: "memory:", Duration: 4 * time.Second, Interval: 100 * time.Millisecond,
-		PruneAbove: 2000, Aggregates: 200, Workers: 2, ThresholdPct: 500,
+		PruneAbove: 500, Aggregates: 200, Workers: 2, Rate: 2000, ThresholdPct: 1, MinSlope: smokeFloor,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +29,9 @@ func TestSoakFlat(t *testing.T) {
 	}
 	if rep.Ops == 0 || rep.Appended == 0 || rep.CaughtUp == 0 || rep.Pruned == 0 {
 		t.Fatalf("workload did not run fully: %+v", rep)
+	}
+	for _, tr := range rep.Verdict.Trends {
+		t.Logf("%s: %.1f MiB/min (floor %d MiB/min)", tr.Name, tr.SlopePerMin/(1<<20), smokeFloor>>20)
 	}
 	if !rep.Verdict.Flat {
 		t.Fatalf("leak-free run judged not flat: %+v", rep.Verdict)
@@ -41,14 +47,24 @@ func TestSoakLeakFlagged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak smoke test takes seconds")
 	}
-	var leak [][]byte
+	var (
+		mu   sync.Mutex
+		leak [][]byte
+	)
 	rep, err := RunSoak(context.Background(), SoakConfig{
 		Store: "memory:", Duration: 4 * time.Second, Interval: 100 * time.Millisecond,
-		PruneAbove: 2000, Aggregates: 200, Workers: 1, ThresholdPct: 500,
-		onOp: func() { leak = append(leak, make([]byte, 4096)) },
+		PruneAbove: 500, Aggregates: 200, Workers: 2, Rate: 2000, ThresholdPct: 1, MinSlope: smokeFloor,
+		onOp: func() {
+			mu.Lock()
+			leak = append(leak, make([]byte, 4096))
+			mu.Unlock()
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, tr := range rep.Verdict.Trends {
+		t.Logf("%s: %.1f MiB/min (floor %d MiB/min)", tr.Name, tr.SlopePerMin/(1<<20), smokeFloor>>20)
 	}
 	if rep.Verdict.Flat {
 		t.Fatalf("leaking run (%d MiB kept) judged flat: %+v", len(leak)*4096>>20, rep.Verdict)
@@ -61,6 +77,8 @@ func TestSoakLeakFlagged(t *testing.T) {
 		t.Fatalf("no trend flagged: %+v", rep.Verdict)
 	}
 }
+
+const smokeFloor = 64 << 20 // bytes per minute
 
 func TestJudge(t *testing.T) {
 	mk := func(f func(i int) uint64) []MemSample {
@@ -80,13 +98,13 @@ func TestJudge(t *testing.T) {
 		{"growing 1 MiB/s", func(i int) uint64 { return 100<<20 + uint64(i)<<20 }, false},
 	}
 	for _, tc := range cases {
-		if got := Judge(mk(tc.f), 1).Flat; got != tc.flat {
+		if got := Judge(mk(tc.f), 1, 0).Flat; got != tc.flat {
 			t.Errorf("%s: flat=%v, want %v", tc.name, got, tc.flat)
 		}
 	}
 	grow := mk(func(int) uint64 { return 1 << 20 })
 	grow[len(grow)-1].Goroutines = 50
-	if v := Judge(grow, 1); v.Flat || !v.GoroutineGrowth {
+	if v := Judge(grow, 1, 0); v.Flat || !v.GoroutineGrowth {
 		t.Errorf("goroutine growth not flagged: %+v", v)
 	}
 }

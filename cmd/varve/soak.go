@@ -60,9 +60,11 @@ second half of the run and flags growth above --threshold percent of the mean pe
 	f.StringVar(&limit, "memory-limit", "512MiB", "soft memory limit for the Go runtime (bytes, or with KiB/MiB/GiB)")
 	f.IntVar(&cfg.PruneAbove, "prune-above", 20_000, "live events above which the oldest streams are deleted (sustained mode)")
 	f.IntVar(&cfg.Workers, "workers", 4, "goroutines running commands")
+	f.IntVar(&cfg.Rate, "rate", 0, "cap on commands per second over all workers (0: as fast as the store goes)")
 	f.IntVar(&cfg.Aggregates, "aggregates", 1000, "accounts the commands pick from")
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes")
+	f.Float64Var(&cfg.MinSlope, "min-slope", 0, "never flag growth below this many bytes per minute")
 	f.BoolVar(&asJSON, "json", false, "print JSON (progress goes to stderr)")
 	return cmd
 }
