@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/backendtest"
 	"github.com/varve-go/varve/backend/postgres"
 )
 
@@ -304,4 +305,17 @@ func BenchmarkRead(b *testing.B) {
 		}
 		p.report(b, page, 1)
 	})
+}
+
+// The shared suite: the same workloads as every other backend.
+func BenchmarkSuite(b *testing.B) {
+	backendtest.Benchmark(b, backendtest.Factory{New: func(t testing.TB) varve.Backend {
+		return open(t, config(t, testSchema))
+	}})
+}
+
+func TestScale(t *testing.T) {
+	backendtest.RunScale(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
+		return open(t, config(t, testSchema))
+	}}, backendtest.ScaleConfig{Events: 100_000})
 }
