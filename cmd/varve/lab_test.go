@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,26 @@ func TestParseBytes(t *testing.T) {
 		got, err := parseBytes(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("parseBytes(%q) = %d, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestHTMLReports(t *testing.T) {
+	dir := t.TempDir()
+	matrix, soak := dir+"/matrix.html", dir+"/soak.html"
+	run(t, "matrix", "--streams", "100", "--procs", "1,2", "--mix", "50/50", "--duration", "10ms", "--html", matrix)
+	run(t, "soak", "--duration", "500ms", "--interval", "100ms", "--aggregates", "20", "--html", soak)
+	for _, name := range []string{matrix, soak} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := string(b)
+		if !strings.Contains(page, "<svg") || !strings.Contains(page, "<polyline") {
+			t.Fatalf("%s has no chart", name)
+		}
+		if strings.Contains(page, "<script") || strings.Contains(page, "https://") {
+			t.Fatalf("%s is not self-contained", name)
 		}
 	}
 }

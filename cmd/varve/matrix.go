@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ func matrixCmd() *cobra.Command {
 		cfg          lab.MatrixConfig
 		mixes, procs string
 		asJSON       bool
+		htmlFile     string
 	)
 	cmd := &cobra.Command{
 		Use:   "matrix",
@@ -39,6 +42,12 @@ writes (an append to a random stream) for --duration each, and prints the rates.
 			if err != nil {
 				return err
 			}
+			if htmlFile != "" {
+				if err := writeFile(htmlFile, func(w io.Writer) error { return lab.WriteMatrixHTML(w, rep) }); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "wrote", htmlFile)
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -53,6 +62,7 @@ writes (an append to a random stream) for --duration each, and prints the rates.
 	f.StringVar(&mixes, "mix", "100/0,90/10,50/50,10/90,0/100", "read/write mixes in percent")
 	f.StringVar(&procs, "procs", "1,2,4,8,16,32,64,128,256,512", "goroutine counts")
 	f.DurationVar(&cfg.Duration, "duration", time.Second, "measuring time per cell")
+	f.StringVar(&htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -14,9 +15,10 @@ import (
 
 func soakCmd() *cobra.Command {
 	var (
-		cfg    lab.SoakConfig
-		limit  string
-		asJSON bool
+		cfg      lab.SoakConfig
+		limit    string
+		asJSON   bool
+		htmlFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -45,6 +47,12 @@ second half of the run and flags growth above --threshold percent of the mean pe
 			if err != nil {
 				return err
 			}
+			if htmlFile != "" {
+				if err := writeFile(htmlFile, func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) }); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "wrote", htmlFile)
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -65,6 +73,7 @@ second half of the run and flags growth above --threshold percent of the mean pe
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes")
 	f.Float64Var(&cfg.MinSlope, "min-slope", 0, "never flag growth below this many bytes per minute")
+	f.StringVar(&htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	f.BoolVar(&asJSON, "json", false, "print JSON (progress goes to stderr)")
 	return cmd
 }
