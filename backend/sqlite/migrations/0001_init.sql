@@ -1,0 +1,51 @@
+-- The varve event store schema, version 1.
+PRAGMA application_id = 1986097782; -- 'varv'
+
+-- A stream is never removed: deleting it keeps its row (state 1) so that its
+-- id, and the names cached by readers, stay stable; a tombstone is state 2.
+CREATE TABLE streams (
+    id            INTEGER PRIMARY KEY,
+    name          TEXT    NOT NULL UNIQUE,
+    version       INTEGER NOT NULL,           -- of the last event, 0 without events
+    last_position INTEGER NOT NULL,           -- of the last event ever appended
+    state         INTEGER NOT NULL DEFAULT 0, -- 0 live, 1 deleted, 2 tombstoned
+    created_at    INTEGER NOT NULL,           -- Unix nanoseconds
+    updated_at    INTEGER NOT NULL
+) STRICT;
+
+-- position is the rowid. The single writer assigns it in commit order, so a
+-- reader's snapshot always holds a prefix of the log.
+CREATE TABLE events (
+    position    INTEGER PRIMARY KEY,
+    stream_id   INTEGER NOT NULL REFERENCES streams (id),
+    version     INTEGER NOT NULL,
+    event_id    BLOB    NOT NULL,
+    type        TEXT    NOT NULL,
+    data        BLOB,
+    metadata    BLOB,
+    recorded_at INTEGER NOT NULL,
+    UNIQUE (stream_id, version),
+    UNIQUE (stream_id, event_id)
+) STRICT;
+
+-- The highest position ever assigned, kept up to date before events are
+-- removed, so that positions are never reused.
+CREATE TABLE log (
+    id            INTEGER PRIMARY KEY CHECK (id = 1),
+    last_position INTEGER NOT NULL
+) STRICT;
+INSERT INTO log (id, last_position) VALUES (1, 0);
+
+CREATE TABLE snapshots (
+    stream         TEXT    PRIMARY KEY,
+    version        INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL,
+    data           BLOB,
+    taken_at       INTEGER              -- Unix nanoseconds, NULL for a zero time
+) STRICT;
+
+CREATE TABLE checkpoints (
+    name      TEXT    PRIMARY KEY,
+    commit_id INTEGER NOT NULL,
+    seq       INTEGER NOT NULL
+) STRICT;
