@@ -1,24 +1,50 @@
 package sqlite
 
+import "strings"
+
+// maxInsertRows is the most events one INSERT statement writes: a
+// statement's fixed cost (bind, step, halt) is paid once per chunk.
+const maxInsertRows = 32
+
+// qInsertEvents[k] inserts k events, for k a power of two up to
+// maxInsertRows.
+var qInsertEvents = func() map[int]string {
+	m := map[int]string{}
+	for k := 1; k <= maxInsertRows; k *= 2 {
+		q := "INSERT INTO events (position, stream_id, version, event_id, type, data, metadata, recorded_at) VALUES "
+		q += strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", k)
+		m[k] = strings.TrimSuffix(q, ", ")
+	}
+	return m
+}()
+
+// insertRows returns the size of the next chunk of n events to insert.
+func insertRows(n int) int {
+	k := maxInsertRows
+	for k > n {
+		k /= 2
+	}
+	return k
+}
+
 // Statements of the writer.
 const (
 	qNextPosition = `SELECT max(ifnull((SELECT max(position) FROM events), 0), (SELECT last_position FROM log))`
 
-	qStreamRow = `SELECT id, version, last_position, state FROM streams WHERE name = ?1`
+	// The stream and its last event; the plan seeks the last entry of the
+	// (stream_id, version) index.
+	qStreamRow = `SELECT s.id, s.state, s.version, s.last_position, s.created_at, s.updated_at,
+e.version, e.position, e.recorded_at
+FROM streams s LEFT JOIN events e ON e.stream_id = s.id
+WHERE s.name = ?1 ORDER BY e.version DESC LIMIT 1`
 
-	qInsertStream = `INSERT INTO streams (name, version, last_position, state, created_at, updated_at)
-VALUES (?1, 0, 0, 0, ?2, ?2)`
-
-	qInsertTombstone = `INSERT INTO streams (name, version, last_position, state, created_at, updated_at)
-VALUES (?1, 0, 0, 2, ?2, ?2)`
-
-	qInsertEvent = `INSERT INTO events (position, stream_id, version, event_id, type, data, metadata, recorded_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
+	qInsertStream = `INSERT INTO streams (name, state, version, last_position, created_at, updated_at)
+VALUES (?1, ?2, 0, 0, ?3, ?3)`
 
 	// A deleted stream written again starts afresh, creation time included.
-	qUpdateStreamAppend = `UPDATE streams SET version = ?1, last_position = ?2, updated_at = ?3,
-created_at = CASE state WHEN 0 THEN created_at ELSE ?3 END, state = 0
-WHERE id = ?4`
+	qRecreateStream = `UPDATE streams SET state = 0, version = 0, created_at = ?2, updated_at = ?2 WHERE id = ?1`
+
+	qUpdateStream = `UPDATE streams SET state = ?2, version = ?3, last_position = ?4, updated_at = ?5 WHERE id = ?1`
 
 	qEventVersion = `SELECT version FROM events WHERE stream_id = ?1 AND event_id = ?2`
 
@@ -29,8 +55,6 @@ WHERE id = ?4`
 	qTruncate = `DELETE FROM events WHERE stream_id = ?1 AND version < ?2`
 
 	qDeleteEvents = `DELETE FROM events WHERE stream_id = ?1`
-
-	qUpdateStreamDelete = `UPDATE streams SET version = 0, state = ?1, updated_at = ?2 WHERE id = ?3`
 
 	qDeleteSnapshot = `DELETE FROM snapshots WHERE stream = ?1`
 
@@ -60,8 +84,6 @@ FROM events e CROSS JOIN streams s ON s.id = e.stream_id
 WHERE e.position > ?1 ORDER BY e.position LIMIT ?2`
 
 	qLastPosition = `SELECT ifnull(max(position), 0) FROM events`
-
-	qStreamInfo = `SELECT version, last_position, state, created_at, updated_at FROM streams WHERE name = ?1`
 
 	qLoadSnapshot = `SELECT version, schema_version, data, taken_at FROM snapshots WHERE stream = ?1`
 

@@ -117,27 +117,26 @@ func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
 
 // StreamInfo implements [varve.Backend].
 func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamInfo, error) {
-	info := varve.StreamInfo{Stream: stream}
-	var found bool
+	var s streamRow
 	err := b.read(ctx, func(c *conn) (err error) {
-		found, err = c.queryRow(ctx, qStreamInfo, func(v []driver.Value) {
-			info.Version = varve.Version(asInt(v[0]))
-			info.LastPosition = varve.Position{Seq: uint64(asInt(v[1]))}
-			state := asInt(v[2])
-			info.Deleted = state != stateLive
-			info.Tombstoned = state == stateTombstoned
-			info.CreatedAt = fromNanos(v[3])
-			info.UpdatedAt = fromNanos(v[4])
-		}, stream)
+		s, err = readStream(ctx, c, stream)
 		return err
 	})
 	switch {
 	case err != nil:
 		return varve.StreamInfo{}, fmt.Errorf("sqlite: stream info: %w", err)
-	case !found:
+	case !s.exists:
 		return varve.StreamInfo{}, varve.ErrStreamNotFound
 	}
-	return info, nil
+	return varve.StreamInfo{
+		Stream:       stream,
+		Version:      varve.Version(s.version),
+		LastPosition: varve.Position{Seq: uint64(s.lastPos)},
+		CreatedAt:    fromNanos(s.created),
+		UpdatedAt:    fromNanos(s.updated),
+		Deleted:      s.state != stateLive,
+		Tombstoned:   s.state == stateTombstoned,
+	}, nil
 }
 
 // LoadSnapshot implements [varve.SnapshotStore].

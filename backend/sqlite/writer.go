@@ -157,6 +157,7 @@ type writer struct {
 	c    *conn
 	next int64 // the position of the next event
 	now  int64 // Unix nanoseconds of this transaction
+	args []driver.Value
 }
 
 var bg = context.Background()
@@ -255,20 +256,29 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 	return nil, false
 }
 
+// streamRow is a stream as the writer and StreamInfo see it.
 type streamRow struct {
 	exists  bool
 	id      int64
+	state   int64
 	version int64
 	lastPos int64
-	state   int64
+	created int64
+	updated int64
 }
 
-func (w *writer) stream(name string) (s streamRow, err error) {
-	s.exists, err = w.c.queryRow(bg, qStreamRow, func(v []driver.Value) {
-		s.id, s.version, s.lastPos, s.state = asInt(v[0]), asInt(v[1]), asInt(v[2]), asInt(v[3])
+func readStream(ctx context.Context, c *conn, name string) (s streamRow, err error) {
+	s.exists, err = c.queryRow(ctx, qStreamRow, func(v []driver.Value) {
+		s.id, s.state = asInt(v[0]), asInt(v[1])
+		s.version, s.lastPos, s.created, s.updated = asInt(v[2]), asInt(v[3]), asInt(v[4]), asInt(v[5])
+		if v[6] != nil {
+			s.version, s.lastPos, s.updated = asInt(v[6]), asInt(v[7]), asInt(v[8])
+		}
 	}, name)
 	return s, err
 }
+
+func (w *writer) stream(name string) (streamRow, error) { return readStream(bg, w.c, name) }
 
 func (w *writer) append(o *op) (error, bool) {
 	s, err := w.stream(o.stream)
@@ -289,32 +299,45 @@ func (w *writer) append(o *op) (error, bool) {
 	}
 	// Only an id already in the stream can fail an insert, and a single
 	// insert undoes itself: a savepoint is needed only to undo the earlier
-	// events of a multi-event append, or a new stream's row.
-	savepoint := len(o.events) > 1 || !s.exists
+	// events of a multi-event append to a stream with events.
+	savepoint := len(o.events) > 1 && s.exists && s.state == stateLive
 	if savepoint {
 		if _, err := w.c.exec(bg, "SAVEPOINT a"); err != nil {
 			return fmt.Errorf("sqlite: append: savepoint: %w", err), true
 		}
 	}
 	first := w.next
-	if !s.exists {
-		res, err := w.c.exec(bg, qInsertStream, o.stream, w.now)
+	switch {
+	case !s.exists:
+		res, err := w.c.exec(bg, qInsertStream, o.stream, int64(stateLive), w.now)
 		if err != nil {
 			return fmt.Errorf("sqlite: append: create stream: %w", err), true
 		}
 		if s.id, err = res.LastInsertId(); err != nil {
 			return fmt.Errorf("sqlite: append: create stream: %w", err), true
 		}
+	case s.state == stateDeleted:
+		if _, err := w.c.exec(bg, qRecreateStream, s.id, w.now); err != nil {
+			return fmt.Errorf("sqlite: append: recreate stream: %w", err), true
+		}
 	}
-	for i := range o.events {
-		e := &o.events[i]
-		_, err := w.c.exec(bg, qInsertEvent, w.next, s.id, s.version+int64(i)+1, e.ID[:], e.Type, e.Data, e.Metadata, w.now)
+	for i := 0; i < len(o.events); {
+		k := insertRows(len(o.events) - i)
+		args := w.args[:0]
+		for j := i; j < i+k; j++ {
+			e := &o.events[j]
+			args = append(args, w.next+int64(j-i), s.id, s.version+int64(j)+1, e.ID[:], e.Type, e.Data, e.Metadata, w.now)
+		}
+		_, err := w.c.exec(bg, qInsertEvents[k], args...)
+		clear(args)
+		w.args = args
 		if err == nil {
-			w.next++
+			w.next += int64(k)
+			i += k
 			continue
 		}
 		if !isUniqueViolation(err) || !strings.Contains(err.Error(), "event_id") {
-			return fmt.Errorf("sqlite: append: insert event %d of %d: %w", i+1, len(o.events), err), true
+			return fmt.Errorf("sqlite: append: insert events %d..%d of %d: %w", i+1, i+k, len(o.events), err), true
 		}
 		w.next = first
 		if savepoint {
@@ -325,17 +348,12 @@ func (w *writer) append(o *op) (error, bool) {
 				return fmt.Errorf("sqlite: append: release savepoint: %w", err), true
 			}
 		}
-		if i == 0 {
-			if ok, err, fatal := w.retried(s.id, o); ok || err != nil {
-				return err, fatal
-			}
+		if ok, err, fatal := w.retried(s.id, o); ok || err != nil {
+			return err, fatal
 		}
-		return fmt.Errorf("event %d (%s) is already in the stream: %w", i, e.ID, varve.ErrDuplicateEvent), false
+		return fmt.Errorf("an event id of events %d..%d is already in the stream: %w", i+1, i+k, varve.ErrDuplicateEvent), false
 	}
 	last := s.version + int64(len(o.events))
-	if _, err := w.c.exec(bg, qUpdateStreamAppend, last, w.next-1, w.now, s.id); err != nil {
-		return fmt.Errorf("sqlite: append: update stream: %w", err), true
-	}
 	if savepoint {
 		if _, err := w.c.exec(bg, "RELEASE a"); err != nil {
 			return fmt.Errorf("sqlite: append: release savepoint: %w", err), true
@@ -409,6 +427,9 @@ func (w *writer) truncate(o *op) (error, bool) {
 	if err := w.keepLastPosition(); err != nil {
 		return fmt.Errorf("sqlite: truncate: %w", err), true
 	}
+	if _, err := w.c.exec(bg, qUpdateStream, s.id, s.state, s.version, s.lastPos, s.updated); err != nil {
+		return fmt.Errorf("sqlite: truncate: update stream: %w", err), true
+	}
 	if _, err := w.c.exec(bg, qTruncate, s.id, before); err != nil {
 		return fmt.Errorf("sqlite: truncate: delete events: %w", err), true
 	}
@@ -432,7 +453,7 @@ func (w *writer) delete(o *op) (error, bool) {
 		state = stateTombstoned
 	}
 	if !s.exists {
-		if _, err := w.c.exec(bg, qInsertTombstone, o.stream, w.now); err != nil {
+		if _, err := w.c.exec(bg, qInsertStream, o.stream, int64(stateTombstoned), w.now); err != nil {
 			return fmt.Errorf("sqlite: tombstone: create stream: %w", err), true
 		}
 		return nil, false
@@ -443,7 +464,7 @@ func (w *writer) delete(o *op) (error, bool) {
 	if _, err := w.c.exec(bg, qDeleteEvents, s.id); err != nil {
 		return fmt.Errorf("sqlite: delete: delete events: %w", err), true
 	}
-	if _, err := w.c.exec(bg, qUpdateStreamDelete, state, w.now, s.id); err != nil {
+	if _, err := w.c.exec(bg, qUpdateStream, s.id, state, int64(0), s.lastPos, w.now); err != nil {
 		return fmt.Errorf("sqlite: delete: update stream: %w", err), true
 	}
 	if _, err := w.c.exec(bg, qDeleteSnapshot, o.stream); err != nil {

@@ -1,14 +1,18 @@
 -- The varve event store schema, version 1.
 PRAGMA application_id = 1986097782; -- 'varv'
 
--- A stream is never removed: deleting it keeps its row (state 1) so that its
--- id, and the names cached by readers, stay stable; a tombstone is state 2.
+-- A stream is never removed: deleting it keeps its row (state 1), so that
+-- its id stays stable; a tombstone is state 2. An append writes only to
+-- events: the stream's version, last position and update time are those of
+-- its last event, and the columns below hold them only for a stream without
+-- events (created by a tombstone, deleted, or truncated to nothing), as of
+-- its last state change or truncation.
 CREATE TABLE streams (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
-    version       INTEGER NOT NULL,           -- of the last event, 0 without events
-    last_position INTEGER NOT NULL,           -- of the last event ever appended
     state         INTEGER NOT NULL DEFAULT 0, -- 0 live, 1 deleted, 2 tombstoned
+    version       INTEGER NOT NULL,
+    last_position INTEGER NOT NULL,
     created_at    INTEGER NOT NULL,           -- Unix nanoseconds
     updated_at    INTEGER NOT NULL
 ) STRICT;
