@@ -47,12 +47,19 @@ func migrations() ([]migration, error) {
 	return ms, nil
 }
 
-// configure sets the pragmas of the writer connection. journal_mode is the
-// first statement that reads the file, so a file that is not a SQLite
-// database fails here, before anything was written to it.
+// configure checks that the file is empty or a varve database, then sets
+// the pragmas of the writer connection. Nothing is written to a file that
+// fails the check.
 func configure(ctx context.Context, c *conn, cfg Config, memory bool) error {
 	if _, err := c.exec(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", cfg.BusyTimeout.Milliseconds())); err != nil {
 		return fmt.Errorf("set busy_timeout: %w", err)
+	}
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	if _, err := checkIdentity(ctx, c, ms[len(ms)-1].version); err != nil {
+		return err
 	}
 	if !memory {
 		var mode string
@@ -85,6 +92,34 @@ func configure(ctx context.Context, c *conn, cfg Config, memory bool) error {
 	return nil
 }
 
+// checkIdentity returns the schema version of a varve database, 0 for an
+// empty file. It refuses a SQLite file of another application and a schema
+// newer than latest, and writes nothing.
+func checkIdentity(ctx context.Context, c *conn, latest int64) (version int64, err error) {
+	var appID, objects int64
+	for _, p := range []struct {
+		q   string
+		dst *int64
+	}{
+		{"PRAGMA application_id", &appID},
+		{"PRAGMA user_version", &version},
+		{"SELECT count(*) FROM sqlite_schema", &objects},
+	} {
+		if _, err := c.queryRow(ctx, p.q, func(v []driver.Value) { *p.dst = asInt(v[0]) }); err != nil {
+			return 0, fmt.Errorf("%s: %w", p.q, err)
+		}
+	}
+	switch {
+	case appID != 0 && appID != applicationID:
+		return 0, fmt.Errorf("the file is the SQLite database of another application (application_id %#x); it was left untouched", appID)
+	case appID == 0 && objects > 0:
+		return 0, fmt.Errorf("the file is a SQLite database with %d schema objects but not a varve database; it was left untouched", objects)
+	case version > latest:
+		return 0, fmt.Errorf("the database has schema version %d, newer than this code's %d", version, latest)
+	}
+	return version, nil
+}
+
 // migrate brings the schema up to date. It refuses a SQLite file of another
 // application and a schema newer than this code.
 func migrate(ctx context.Context, c *conn) (err error) {
@@ -101,23 +136,9 @@ func migrate(ctx context.Context, c *conn) (err error) {
 			_, _ = c.exec(ctx, "ROLLBACK")
 		}
 	}()
-	var appID, version, objects int64
-	for q, dst := range map[string]*int64{
-		"PRAGMA application_id":             &appID,
-		"PRAGMA user_version":               &version,
-		"SELECT count(*) FROM sqlite_schema": &objects,
-	} {
-		if _, err := c.queryRow(ctx, q, func(v []driver.Value) { *dst = asInt(v[0]) }); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	switch {
-	case appID != 0 && appID != applicationID:
-		return fmt.Errorf("the file is the SQLite database of another application (application_id %#x)", appID)
-	case appID == 0 && objects > 0:
-		return fmt.Errorf("the file is a SQLite database with %d schema objects but not a varve database", objects)
-	case version > latest:
-		return fmt.Errorf("the database has schema version %d, newer than this code's %d", version, latest)
+	version, err := checkIdentity(ctx, c, latest)
+	if err != nil {
+		return err
 	}
 	for _, m := range ms {
 		if m.version <= version {
