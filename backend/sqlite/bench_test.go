@@ -32,10 +32,6 @@ func benchEvents(n int) []varve.Event {
 	return evs
 }
 
-func eventsPerSec(b *testing.B, events int64) {
-	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-}
-
 // baseline opens a database with the backend's pragmas and a plain table.
 func baseline(b *testing.B, sync Synchronous) *conn {
 	b.Helper()
@@ -72,157 +68,217 @@ func benchStore(b *testing.B, cfg Config) (*varve.Store, *Backend) {
 	return s, be
 }
 
-// parallel runs b.N calls of fn spread over g goroutines; fn gets the
-// goroutine's index.
-func parallel(b *testing.B, g int, fn func(worker int) error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for w := range g {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := fn(w); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+// meter times the work of one side of a comparison.
+type meter struct {
+	d      time.Duration
+	events int64
+}
+
+func (m *meter) run(b *testing.B, events int64, fn func() error) {
+	start := time.Now()
+	if err := fn(); err != nil {
+		b.Fatal(err)
 	}
-	wg.Wait()
-	b.StopTimer()
+	m.d += time.Since(start)
+	m.events += events
+}
+
+func (m *meter) rate() float64 { return float64(m.events) / m.d.Seconds() }
+
+// report reports each side's events/s and the ratio of the first to the
+// second.
+func report(b *testing.B, names []string, ms ...*meter) {
+	for i, m := range ms {
+		b.ReportMetric(m.rate(), names[i]+"-events/s")
+	}
+	b.ReportMetric(ms[0].rate()/ms[1].rate(), names[0]+"/"+names[1])
+}
+
+// The benchmarks alternate the sides of each comparison within every
+// iteration, so that the noise of a shared machine (other builds, other
+// disks' fsyncs) falls on both sides alike, and report the ratio.
+
+func insertRow(c *conn) error {
+	if _, err := c.exec(bg, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	if _, err := c.exec(bg, "INSERT INTO t (type, data, metadata) VALUES (?1, ?2, ?3)", "OrderPlaced", benchData, benchMeta); err != nil {
+		return err
+	}
+	_, err := c.exec(bg, "COMMIT")
+	return err
+}
+
+// indexed is a table shaped like varve's events: three b-trees (position,
+// stream+version, stream+event id), to tell the cost of the schema from the
+// cost of the machinery.
+type indexed struct {
+	c *conn
+	v int64
+}
+
+func newIndexed(b *testing.B, sync Synchronous) *indexed {
+	c := baseline(b, sync)
+	if _, err := c.exec(bg, "CREATE TABLE e (pos INTEGER PRIMARY KEY, stream INTEGER, version INTEGER, id BLOB, type TEXT, data BLOB, metadata BLOB, at INTEGER, UNIQUE (stream, version), UNIQUE (stream, id))"); err != nil {
+		b.Fatal(err)
+	}
+	return &indexed{c: c}
+}
+
+func (x *indexed) insert() error {
+	if _, err := x.c.exec(bg, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	x.v++
+	id := varve.NewEventID()
+	if _, err := x.c.exec(bg, "INSERT INTO e (pos, stream, version, id, type, data, metadata, at) VALUES (?1, 1, ?1, ?2, ?3, ?4, ?5, ?6)",
+		x.v, id[:], "OrderPlaced", benchData, benchMeta, time.Now().UnixNano()); err != nil {
+		return err
+	}
+	_, err := x.c.exec(bg, "COMMIT")
+	return err
 }
 
 func BenchmarkAppend(b *testing.B) {
-	for _, sync := range []Synchronous{SyncFull, SyncNormal} {
-		b.Run("sync="+sync.String(), func(b *testing.B) {
-			b.Run("baseline-insert/g=1", func(b *testing.B) {
-				c := baseline(b, sync)
-				parallel(b, 1, func(int) error {
-					if _, err := c.exec(bg, "BEGIN IMMEDIATE"); err != nil {
-						return err
-					}
-					if _, err := c.exec(bg, "INSERT INTO t (type, data, metadata) VALUES (?1, ?2, ?3)", "OrderPlaced", benchData, benchMeta); err != nil {
-						return err
-					}
-					_, err := c.exec(bg, "COMMIT")
+	for _, mode := range []Synchronous{SyncFull, SyncNormal} {
+		// One goroutine, one event per append, against a bare INSERT per
+		// transaction and the same INSERT into an events-shaped table.
+		b.Run("sync="+mode.String()+"/single", func(b *testing.B) {
+			base, idx := baseline(b, mode), newIndexed(b, mode)
+			s, _ := benchStore(b, Config{Synchronous: mode})
+			var mv, mb, mi meter
+			for b.Loop() {
+				mb.run(b, 1, func() error { return insertRow(base) })
+				mi.run(b, 1, idx.insert)
+				mv.run(b, 1, func() error {
+					_, err := s.Append(bg, "order", varve.Any, benchEvents(1)...)
 					return err
-				})
-				eventsPerSec(b, int64(b.N))
-			})
-			// The same bare INSERT into a table shaped like varve's events
-			// (three b-trees: position, stream+version, stream+event id), to
-			// tell the cost of the schema from the cost of the machinery.
-			b.Run("baseline-insert-indexed/g=1", func(b *testing.B) {
-				c := baseline(b, sync)
-				if _, err := c.exec(bg, "CREATE TABLE e (pos INTEGER PRIMARY KEY, stream INTEGER, version INTEGER, id BLOB, type TEXT, data BLOB, metadata BLOB, at INTEGER, UNIQUE (stream, version), UNIQUE (stream, id))"); err != nil {
-					b.Fatal(err)
-				}
-				var v int64
-				parallel(b, 1, func(int) error {
-					if _, err := c.exec(bg, "BEGIN IMMEDIATE"); err != nil {
-						return err
-					}
-					v++
-					id := varve.NewEventID()
-					if _, err := c.exec(bg, "INSERT INTO e (pos, stream, version, id, type, data, metadata, at) VALUES (?1, 1, ?1, ?2, ?3, ?4, ?5, ?6)",
-						v, id[:], "OrderPlaced", benchData, benchMeta, time.Now().UnixNano()); err != nil {
-						return err
-					}
-					_, err := c.exec(bg, "COMMIT")
-					return err
-				})
-				eventsPerSec(b, int64(b.N))
-			})
-			for _, g := range []int{1, 8} {
-				b.Run(fmt.Sprintf("varve-single/g=%d", g), func(b *testing.B) {
-					s, be := benchStore(b, Config{Synchronous: sync})
-					parallel(b, g, func(w int) error {
-						_, err := s.Append(bg, fmt.Sprintf("order-%d", w), varve.Any, benchEvents(1)...)
-						return err
-					})
-					eventsPerSec(b, int64(b.N))
-					st := be.Stats()
-					b.ReportMetric(float64(st.Writes)/float64(max(st.Commits, 1)), "appends/commit")
 				})
 			}
-			b.Run("varve-batch100/g=1", func(b *testing.B) {
-				s, _ := benchStore(b, Config{Synchronous: sync})
-				parallel(b, 1, func(int) error {
+			report(b, []string{"varve", "insert", "indexed"}, &mv, &mb, &mi)
+			b.ReportMetric(mi.rate()/mb.rate(), "indexed/insert")
+		})
+		// Single-event appends from 8 goroutines against 1 goroutine, on
+		// one backend: the speed-up is group commit's.
+		b.Run("sync="+mode.String()+"/concurrent", func(b *testing.B) {
+			s, be := benchStore(b, Config{Synchronous: mode})
+			const g, each = 8, 8
+			var m8, m1 meter
+			var commits8 uint64
+			for b.Loop() {
+				start := be.Stats()
+				m8.run(b, g*each, func() error {
+					var wg sync.WaitGroup
+					errs := make(chan error, g)
+					for w := range g {
+						wg.Go(func() {
+							for range each {
+								if _, err := s.Append(bg, fmt.Sprintf("order-%d", w), varve.Any, benchEvents(1)...); err != nil {
+									errs <- err
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					close(errs)
+					return <-errs
+				})
+				before := be.Stats()
+				commits8 += before.Commits - start.Commits
+				m1.run(b, each, func() error {
+					for range each {
+						if _, err := s.Append(bg, "order-0", varve.Any, benchEvents(1)...); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				after := be.Stats()
+				if after.Commits-before.Commits != each {
+					b.Fatalf("a lone writer's %d appends took %d commits", each, after.Commits-before.Commits)
+				}
+			}
+			report(b, []string{"g8", "g1"}, &m8, &m1)
+			b.ReportMetric(float64(m8.events)/float64(commits8), "g8-appends/commit")
+		})
+		// Appends of 100 events against 100 bare INSERTs in one transaction.
+		b.Run("sync="+mode.String()+"/batch100", func(b *testing.B) {
+			base := baseline(b, mode)
+			s, _ := benchStore(b, Config{Synchronous: mode})
+			var mv, mb meter
+			for b.Loop() {
+				mb.run(b, 100, func() error {
+					if _, err := base.exec(bg, "BEGIN IMMEDIATE"); err != nil {
+						return err
+					}
+					for range 100 {
+						if _, err := base.exec(bg, "INSERT INTO t (type, data, metadata) VALUES (?1, ?2, ?3)", "OrderPlaced", benchData, benchMeta); err != nil {
+							return err
+						}
+					}
+					_, err := base.exec(bg, "COMMIT")
+					return err
+				})
+				mv.run(b, 100, func() error {
 					_, err := s.Append(bg, "orders", varve.Any, benchEvents(100)...)
 					return err
 				})
-				eventsPerSec(b, 100*int64(b.N))
-			})
+			}
+			report(b, []string{"varve", "insert"}, &mv, &mb)
 		})
 	}
 }
 
+// BenchmarkReadStream loads a 1,000-event stream (and the same 1,000 events
+// through $all) against a bare SELECT of 1,000 rows of the same payload.
 func BenchmarkReadStream(b *testing.B) {
 	const n = 1000
-	b.Run("baseline-select", func(b *testing.B) {
-		c := baseline(b, SyncNormal)
-		if _, err := c.exec(bg, "BEGIN"); err != nil {
+	base := baseline(b, SyncNormal)
+	if _, err := base.exec(bg, "BEGIN"); err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		if _, err := base.exec(bg, "INSERT INTO t (type, data, metadata) VALUES (?1, ?2, ?3)", "OrderPlaced", benchData, benchMeta); err != nil {
 			b.Fatal(err)
 		}
-		for range n {
-			if _, err := c.exec(bg, "INSERT INTO t (type, data, metadata) VALUES (?1, ?2, ?3)", "OrderPlaced", benchData, benchMeta); err != nil {
-				b.Fatal(err)
+	}
+	if _, err := base.exec(bg, "COMMIT"); err != nil {
+		b.Fatal(err)
+	}
+	s, _ := benchStore(b, Config{Synchronous: SyncNormal})
+	if _, err := s.Append(bg, "long", varve.NoStream, benchEvents(n)...); err != nil {
+		b.Fatal(err)
+	}
+	count := func(seq func(func(varve.RecordedEvent, error) bool)) error {
+		rows := 0
+		for _, err := range seq {
+			if err != nil {
+				return err
 			}
+			rows++
 		}
-		if _, err := c.exec(bg, "COMMIT"); err != nil {
-			b.Fatal(err)
+		if rows != n {
+			return fmt.Errorf("%d events", rows)
 		}
-		b.ResetTimer()
-		for b.Loop() {
+		return nil
+	}
+	var mb, ms, ma meter
+	for b.Loop() {
+		mb.run(b, n, func() error {
 			rows := 0
-			err := c.query(bg, "SELECT id, type, data, metadata FROM t ORDER BY id", func(v []driver.Value) error {
+			err := base.query(bg, "SELECT id, type, data, metadata FROM t ORDER BY id", func(v []driver.Value) error {
 				rows++
 				return nil
 			})
-			if err != nil || rows != n {
-				b.Fatalf("%d rows, %v", rows, err)
+			if err == nil && rows != n {
+				err = fmt.Errorf("%d rows", rows)
 			}
-		}
-		eventsPerSec(b, n*int64(b.N))
-	})
-	b.Run("varve-1000", func(b *testing.B) {
-		s, _ := benchStore(b, Config{Synchronous: SyncNormal})
-		if _, err := s.Append(bg, "long", varve.NoStream, benchEvents(n)...); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for b.Loop() {
-			rows := 0
-			for _, err := range s.ReadStream(bg, "long") {
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows++
-			}
-			if rows != n {
-				b.Fatalf("%d events", rows)
-			}
-		}
-		eventsPerSec(b, n*int64(b.N))
-	})
-	b.Run("varve-all-1000", func(b *testing.B) {
-		s, _ := benchStore(b, Config{Synchronous: SyncNormal})
-		if _, err := s.Append(bg, "long", varve.NoStream, benchEvents(n)...); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for b.Loop() {
-			rows := 0
-			for _, err := range s.ReadAll(bg, varve.Start) {
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows++
-			}
-			if rows != n {
-				b.Fatalf("%d events", rows)
-			}
-		}
-		eventsPerSec(b, n*int64(b.N))
-	})
+			return err
+		})
+		ms.run(b, n, func() error { return count(s.ReadStream(bg, "long")) })
+		ma.run(b, n, func() error { return count(s.ReadAll(bg, varve.Start)) })
+	}
+	report(b, []string{"stream", "select", "all"}, &ms, &mb, &ma)
+	b.ReportMetric(ma.rate()/mb.rate(), "all/select")
 }

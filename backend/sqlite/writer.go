@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"time"
 
@@ -85,6 +86,7 @@ func (b *Backend) run() {
 	defer close(b.stopped)
 	var (
 		batch []*op
+		last  int // size of the last batch
 		timer *time.Timer
 	)
 	w := writer{b: b}
@@ -95,6 +97,13 @@ func (b *Backend) run() {
 		case <-b.closing:
 			b.failQueued()
 			return
+		}
+		if last > 1 {
+			// The callers of the last batch were just woken on this
+			// goroutine's processor and have not run yet; let them queue
+			// their next writes before the batch is cut. A lone writer
+			// does not pay for this.
+			runtime.Gosched()
 		}
 		events := len(batch[0].events)
 		var deadline <-chan time.Time
@@ -134,6 +143,7 @@ func (b *Backend) run() {
 		for pending := batch; len(pending) > 0; {
 			pending = w.commit(pending)
 		}
+		last = len(batch)
 		clear(batch)
 	}
 }
