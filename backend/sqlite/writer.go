@@ -98,11 +98,11 @@ func (b *Backend) run() {
 			b.failQueued()
 			return
 		}
-		if last > 1 {
-			// The callers of the last batch were just woken on this
-			// goroutine's processor and have not run yet; let them queue
-			// their next writes before the batch is cut. A lone writer
-			// does not pay for this.
+		// The callers of the last batch were just woken on this goroutine's
+		// processor and may not have run yet; let them queue their next
+		// writes before the batch is cut, yielding a few times at most. A
+		// lone writer does not pay for this.
+		for i := 0; i < 3 && len(b.queue)+1 < last; i++ {
 			runtime.Gosched()
 		}
 		events := len(batch[0].events)
