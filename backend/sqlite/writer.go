@@ -483,7 +483,10 @@ func (w *writer) delete(o *op) (error, bool) {
 	return nil, false
 }
 
-// Append implements [varve.Backend].
+// Append implements [varve.Backend]. It queues the append to the writer and
+// waits for the group commit that holds it. When ctx ends first, Append
+// returns ctx.Err() at once, but the append may still commit (an exact
+// retry is idempotent), and the writer may read req.Events until then.
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
 	o := &op{ctx: ctx, kind: opAppend, stream: req.Stream, expected: req.Expected, events: req.Events}
 	if err := b.submit(o); err != nil {
