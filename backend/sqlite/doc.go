@@ -93,14 +93,21 @@
 //	single appends, 1 goroutine, FULL       1.5k          0.87x bare INSERT (0.78-1.01)
 //	single appends, 1 goroutine, NORMAL     8.4k          0.31x bare INSERT (0.27-0.34);
 //	                                                      events-shaped INSERT alone 0.44x
-//	single appends, 8 goroutines, FULL      4.8k          4.6x 1 goroutine (2.9-4.8),
-//	                                                      6.1 appends per commit
-//	single appends, 8 goroutines, NORMAL   12.9k          1.9x 1 goroutine (CPU-bound)
+//	single appends, 8 goroutines, FULL     11.6k          3.9x 1 goroutine (3.7-4.0),
+//	                                                      6.6 appends per commit
+//	single appends, 8 goroutines, NORMAL   16.2k          1.7x 1 goroutine (1.6-2.1)
 //	appends of 100 events, NORMAL           108k          0.44x 100 INSERTs in one transaction
 //	appends of 100 events, FULL              79k          0.66x
 //	load a 1,000-event stream               355k          0.57x bare SELECT (0.44-0.61);
 //	                                                      up to 502k in the quieter runs
 //	the same events through $all            426k          0.52x bare SELECT
+//
+// The 8-goroutine rows come from a later run of 5 (after the writer learned
+// to yield while callers requeue), when an fsync took about 0.3 ms; in the
+// earlier run, with fsyncs of about 0.9 ms, the FULL ratio was 4.6x. The
+// slower the sync, the more group commit gains; with NORMAL, appends are
+// bound by the CPU, which two cores shared with other builds leave little
+// of.
 //
 // With FULL the fsync dominates and varve is close to a bare INSERT. With
 // NORMAL a commit costs a few page writes, and each of varve's three
