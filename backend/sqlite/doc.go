@@ -85,29 +85,29 @@
 // The benchmarks in bench_test.go alternate varve with a baseline in every
 // iteration and report ratios: a bare INSERT of the same payload, one
 // transaction each, with the same pragmas and driver path, and the same
-// INSERT into a table with varve's three b-trees. Medians of 5 runs on a
-// shared 2-core VM (load average 4-6 from other builds), go test -bench
-// with -benchtime 500x (100x for concurrent, 300x for reads):
+// INSERT into a table with varve's three b-trees. Medians of 5 runs
+// (ranges in parentheses) on a 2-core VM shared with other builds, load
+// average about 4, go test -bench with -benchtime 500x (100x for the
+// concurrent rows, 300x for reads). Session B, with an fsync of about
+// 0.3 ms; session A, an hour earlier, had fsyncs of about 0.6-1.2 ms:
 //
-//	workload                              varve events/s  ratio (range)
-//	single appends, 1 goroutine, FULL       1.5k          0.87x bare INSERT (0.78-1.01)
-//	single appends, 1 goroutine, NORMAL     8.4k          0.31x bare INSERT (0.27-0.34);
-//	                                                      events-shaped INSERT alone 0.44x
-//	single appends, 8 goroutines, FULL     11.6k          3.9x 1 goroutine (3.7-4.0),
-//	                                                      6.6 appends per commit
-//	single appends, 8 goroutines, NORMAL   16.2k          1.7x 1 goroutine (1.6-2.1)
-//	appends of 100 events, NORMAL           108k          0.44x 100 INSERTs in one transaction
-//	appends of 100 events, FULL              79k          0.66x
-//	load a 1,000-event stream               355k          0.57x bare SELECT (0.44-0.61);
-//	                                                      up to 502k in the quieter runs
-//	the same events through $all            426k          0.52x bare SELECT
+//	workload                         varve ev/s  ratio, session B      ratio, session A
+//	single appends, 1 goroutine, FULL      2.6k  0.98x INSERT (0.87-1.07) 0.87x (0.78-1.01)
+//	single appends, 1 goroutine, NORMAL   12.0k  0.33x INSERT (0.32-0.34) 0.31x (0.27-0.34)
+//	  the events-shaped INSERT, NORMAL    17.4k  0.48x INSERT (0.46-0.52) 0.44x (0.39-0.53)
+//	single appends, 8 goroutines, FULL    12.4k  4.2x 1 goroutine (3.9-4.7) 4.6x (2.9-4.8)
+//	  appends per commit                          6.6                   6.1
+//	single appends, 8 goroutines, NORMAL  18.9k  1.5x 1 goroutine (1.3-1.8) 1.9x (1.8-2.4)
+//	appends of 100 events, NORMAL           94k  0.42x INSERTs (0.41-0.44) 0.44x, 108k ev/s
+//	appends of 100 events, FULL             85k  0.59x INSERTs (0.59-0.63) 0.66x, 79k ev/s
+//	load a 1,000-event stream              609k  0.55x SELECT (0.53-0.57)  0.57x, 355k ev/s
+//	the same events through $all           626k  0.56x SELECT (0.56-0.59)  0.52x, 426k ev/s
 //
-// The 8-goroutine rows come from a later run of 5 (after the writer learned
-// to yield while callers requeue), when an fsync took about 0.3 ms; in the
-// earlier run, with fsyncs of about 0.9 ms, the FULL ratio was 4.6x. The
-// slower the sync, the more group commit gains; with NORMAL, appends are
-// bound by the CPU, which two cores shared with other builds leave little
-// of.
+// (Session A ran before the writer yielded more than once while callers
+// requeue; "INSERTs" is 100 bare INSERTs in one transaction, "SELECT" a
+// bare SELECT of 1,000 rows.) The slower the sync, the more group commit
+// gains; with NORMAL, appends are bound by the CPU, which two shared cores
+// leave little of.
 //
 // With FULL the fsync dominates and varve is close to a bare INSERT. With
 // NORMAL a commit costs a few page writes, and each of varve's three
