@@ -1,0 +1,221 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/varve-go/varve"
+)
+
+// Backend is the SQLite backend. It implements [varve.Backend],
+// [varve.SnapshotStore], [varve.CheckpointStore], [varve.Watcher] and
+// [varve.RequestCounter], and is safe for concurrent use.
+type Backend struct {
+	cfg    Config
+	path   string
+	memory bool
+
+	reqs    atomic.Uint64 // SQLite statements run
+	commits atomic.Uint64 // write transactions committed
+	ops     atomic.Uint64 // writes committed in them
+
+	wconn *conn // the writer's connection; also the read pool's only one in memory
+	reads *pool
+
+	queue   chan *op
+	closing chan struct{} // closed by Close
+	stopped chan struct{} // closed when the writer has returned
+	closed  atomic.Bool
+	once    sync.Once
+
+	watchMu sync.Mutex
+	wake    chan struct{} // closed at the next commit; nil while nobody waits
+}
+
+var (
+	_ varve.Backend         = (*Backend)(nil)
+	_ varve.SnapshotStore   = (*Backend)(nil)
+	_ varve.CheckpointStore = (*Backend)(nil)
+	_ varve.Watcher         = (*Backend)(nil)
+	_ varve.RequestCounter  = (*Backend)(nil)
+)
+
+// New opens (or creates) the database, brings its schema up to date and
+// starts the writer goroutine, which Close stops.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		cfg:     cfg,
+		path:    cfg.Path,
+		memory:  cfg.Path == Memory,
+		queue:   make(chan *op, cfg.MaxBatchOps),
+		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	if !b.memory {
+		if b.path, err = filepath.Abs(cfg.Path); err != nil {
+			return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+		}
+	}
+	if err := b.open(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", b.path, err)
+	}
+	go b.run()
+	return b, nil
+}
+
+func (b *Backend) open(ctx context.Context) (err error) {
+	b.wconn, err = openConn(b.path, "mode=rwc", &b.reqs)
+	if err != nil {
+		return explain(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = b.wconn.close()
+		}
+	}()
+	if err := configure(ctx, b.wconn, b.cfg, b.memory); err != nil {
+		return explain(err)
+	}
+	if err := migrate(ctx, b.wconn); err != nil {
+		return explain(err)
+	}
+	if b.cfg.QuickCheck {
+		if err := quickCheck(ctx, b.wconn); err != nil {
+			return explain(err)
+		}
+	}
+	if b.memory {
+		// An in-memory database belongs to its connection: the writer and
+		// the readers take turns on it.
+		b.reads = newPool(1, func() (*conn, error) { return nil, errors.New("in-memory connection lost") })
+		b.reads.idle = []*conn{b.wconn}
+		return nil
+	}
+	busy := fmt.Sprintf("PRAGMA busy_timeout = %d", b.cfg.BusyTimeout.Milliseconds())
+	b.reads = newPool(b.cfg.ReadConns, func() (*conn, error) {
+		c, err := openConn(b.path, "mode=ro", &b.reqs)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: open a read connection to %s: %w", b.path, explain(err))
+		}
+		if _, err := c.exec(context.Background(), busy); err != nil {
+			_ = c.close()
+			return nil, fmt.Errorf("sqlite: open a read connection to %s: %w", b.path, err)
+		}
+		return c, nil
+	})
+	// Fail now, not at the first read, if readers cannot open the file.
+	c, err := b.reads.get(ctx)
+	if err != nil {
+		return err
+	}
+	b.reads.put(c, false)
+	return nil
+}
+
+// explain adds a hint to the errors whose SQLite message alone does not say
+// what to do.
+func explain(err error) error {
+	switch code(err) {
+	case sqliteCantOpen, sqliteReadOnly, sqlitePerm:
+		return fmt.Errorf("%w (the file and its directory must be writable: SQLite creates the -wal and -shm files beside it)", err)
+	case sqliteNotADB:
+		return fmt.Errorf("%w (the file exists and is not a SQLite database; it was left untouched)", err)
+	case sqliteCorrupt:
+		return fmt.Errorf("%w (the file is damaged; restore it from a backup)", err)
+	}
+	return err
+}
+
+// Features implements [varve.Backend].
+func (b *Backend) Features() varve.Features {
+	return varve.Features{
+		Name:           "sqlite",
+		Durable:        !b.memory,
+		UniqueEventIDs: true,
+		Snapshots:      true,
+		Checkpoints:    true,
+		Watch:          true,
+	}
+}
+
+// Requests implements [varve.RequestCounter]: the number of SQLite
+// statements run, reads and writes, including BEGIN and COMMIT.
+func (b *Backend) Requests() uint64 { return b.reqs.Load() }
+
+// Stats describes the group commits so far.
+type Stats struct {
+	// Commits is the number of write transactions committed.
+	Commits uint64
+	// Writes is the number of writes (appends, deletes, truncations,
+	// snapshots, checkpoints) in them; Writes/Commits is the mean batch.
+	Writes uint64
+}
+
+// Stats returns the group commit counters.
+func (b *Backend) Stats() Stats {
+	return Stats{Commits: b.commits.Load(), Writes: b.ops.Load()}
+}
+
+// Watch implements [varve.Watcher]: the channel is closed after the next
+// commit that wrote events, and at once on a closed backend.
+func (b *Backend) Watch() <-chan struct{} {
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	if b.wake == nil {
+		b.wake = make(chan struct{})
+		if b.closed.Load() {
+			close(b.wake)
+			ch := b.wake
+			b.wake = nil
+			return ch
+		}
+	}
+	return b.wake
+}
+
+func (b *Backend) notify() {
+	b.watchMu.Lock()
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
+	b.watchMu.Unlock()
+}
+
+// Close stops the writer, failing the writes still queued with
+// [varve.ErrClosed], and closes the connections. It is idempotent.
+func (b *Backend) Close() error {
+	var err error
+	b.once.Do(func() {
+		b.closed.Store(true)
+		close(b.closing)
+		<-b.stopped
+		errs := []error{b.reads.close()}
+		if !b.memory {
+			errs = append(errs, b.wconn.close())
+		}
+		if e := errors.Join(errs...); e != nil {
+			err = fmt.Errorf("sqlite: close %s: %w", b.path, e)
+		}
+		b.notify()
+	})
+	return err
+}
+
+// SQLite primary result codes.
+const (
+	sqlitePerm     = 3
+	sqliteReadOnly = 8
+	sqliteCorrupt  = 11
+	sqliteFull     = 13
+	sqliteCantOpen = 14
+	sqliteNotADB   = 26
+)

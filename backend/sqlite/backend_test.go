@@ -1,0 +1,55 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/backendtest"
+	"github.com/varve-go/varve/backend/sqlite"
+)
+
+func TestMain(m *testing.M) {
+	if crashChild() {
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// open opens a backend with cfg, closed when the test ends.
+func open(t testing.TB, cfg sqlite.Config) *sqlite.Backend {
+	t.Helper()
+	b, err := sqlite.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open %+v: %v", cfg, err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func tempDB(t testing.TB) string {
+	return filepath.Join(t.TempDir(), "varve.db")
+}
+
+func TestConformance(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  func(t testing.TB) sqlite.Config
+	}{
+		{"file/full", func(t testing.TB) sqlite.Config { return sqlite.Config{Path: tempDB(t)} }},
+		{"file/normal", func(t testing.TB) sqlite.Config {
+			return sqlite.Config{Path: tempDB(t), Synchronous: sqlite.SyncNormal}
+		}},
+		{"memory", func(t testing.TB) sqlite.Config { return sqlite.Config{Path: sqlite.Memory} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
+				return open(t, tc.cfg(t))
+			}})
+		})
+	}
+}
