@@ -7,6 +7,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/backend/postgres"
+	"github.com/varve-go/varve/backend/sqlite"
 	"github.com/varve-go/varve/internal/testenv"
 )
 
@@ -20,6 +21,13 @@ var backends = []struct {
 	open func(t *testing.T) varve.Backend
 }{
 	{"memory", func(*testing.T) varve.Backend { return memory.New() }},
+	{"sqlite", func(t *testing.T) varve.Backend {
+		b, err := sqlite.New(context.Background(), sqlite.Config{Path: t.TempDir() + "/aggregate.db"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}},
 	{"postgres", func(t *testing.T) varve.Backend {
 		cfg, err := postgres.ParseURL(testenv.PostgresURL(t))
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -18,9 +17,7 @@ import (
 // DefaultBenchStores are the stores `varve bench` measures when none is
 // given: embedded stores that need no server. "{tmp}" in a URL stands for a
 // temporary directory that the run creates and removes.
-//
-// TODO(lead): add "sqlite://{tmp}/bench.db" first once lab.Open knows sqlite.
-var DefaultBenchStores = []string{"memory:"}
+var DefaultBenchStores = []string{"sqlite://{tmp}/bench.db", "memory:"}
 
 // Defaults of a [BenchConfig].
 const (
@@ -163,20 +160,10 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		})
 	}
 
-	var tmp string
-	defer func() {
-		if tmp != "" {
-			_ = os.RemoveAll(tmp)
-		}
-	}()
-	expanded := make([]string, len(urls))
-	for i, u := range urls {
-		if strings.Contains(u, "{tmp}") && tmp == "" {
-			if tmp, err = os.MkdirTemp("", "varve-bench-*"); err != nil {
-				return nil, fmt.Errorf("bench: temporary directory: %w", err)
-			}
-		}
-		expanded[i] = strings.ReplaceAll(u, "{tmp}", tmp)
+	expanded, removeTemp, err := ExpandTemp(urls...)
+	defer removeTemp()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 
 	// Open every store first, so that a bad URL fails before anything runs.

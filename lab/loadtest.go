@@ -22,9 +22,9 @@ import (
 )
 
 // DefaultLoadtestBackend is the backend `varve loadtest` uses when neither
-// BACKEND nor --store names one: the embedded store once it is wired into
-// Open, memory until then.
-const DefaultLoadtestBackend = "mem"
+// BACKEND nor --store names one: the embedded SQLite store, in a file in a
+// temporary directory.
+const DefaultLoadtestBackend = "sqlite"
 
 // Local default URLs of the loadtest's backend names.
 const (

@@ -109,7 +109,12 @@ func RunMatrix(ctx context.Context, cfg MatrixConfig) (MatrixReport, error) {
 	if cfg.Streams <= 0 || len(cfg.Mixes) == 0 || len(cfg.Procs) == 0 || cfg.Duration <= 0 {
 		return rep, fmt.Errorf("matrix: streams, mixes, procs and duration must be set: %w", varve.ErrInvalidArgument)
 	}
-	s, err := Open(ctx, cfg.Store)
+	urls, removeTemp, err := ExpandTemp(cfg.Store)
+	defer removeTemp()
+	if err != nil {
+		return rep, err
+	}
+	s, err := Open(ctx, urls[0])
 	if err != nil {
 		return rep, err
 	}

@@ -141,7 +141,12 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 		old := debug.SetMemoryLimit(cfg.MemoryLimit)
 		defer debug.SetMemoryLimit(old)
 	}
-	s, err := Open(ctx, cfg.Store)
+	urls, removeTemp, err := ExpandTemp(cfg.Store)
+	defer removeTemp()
+	if err != nil {
+		return rep, err
+	}
+	s, err := Open(ctx, urls[0])
 	if err != nil {
 		return rep, err
 	}

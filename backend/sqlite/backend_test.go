@@ -53,3 +53,15 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// The shared suite: the same workloads as every other backend, on a file
+// database with the default (FULL) durability.
+var suiteFactory = backendtest.Factory{New: func(t testing.TB) varve.Backend {
+	return open(t, sqlite.Config{Path: tempDB(t)})
+}}
+
+func BenchmarkSuite(b *testing.B) { backendtest.Benchmark(b, suiteFactory) }
+
+func TestScale(t *testing.T) {
+	backendtest.RunScale(t, suiteFactory, backendtest.ScaleConfig{Events: 100_000})
+}

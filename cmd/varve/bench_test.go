@@ -29,7 +29,7 @@ func runBench(t *testing.T, args ...string) (string, string, error) {
 }
 
 // TestBenchCommand runs the whole suite through the CLI on a tiny budget,
-// on memory and on SQLite when lab.Open knows it, and checks the shape of
+// on memory and on SQLite, and checks the shape of
 // the JSON; no figure is asserted.
 func TestBenchCommand(t *testing.T) {
 	defer goleak.VerifyNone(t)
@@ -40,9 +40,6 @@ func TestBenchCommand(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.backend, func(t *testing.T) {
 			b, err := lab.OpenBackend(t.Context(), st.url)
-			if err != nil && strings.Contains(err.Error(), "unknown scheme") {
-				t.Skipf("%s: lab.Open does not know this scheme yet: %v", st.backend, err)
-			}
 			if err != nil {
 				t.Fatalf("open %s: %v", st.url, err)
 			}

@@ -57,7 +57,7 @@ writes (an append to a random stream) for --duration each, and prints the rates.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Store, "store", "memory:", "store URL")
+	f.StringVar(&cfg.Store, "store", defaultStore, "store URL")
 	f.IntVar(&cfg.Streams, "streams", 1_000_000, "streams to fill before the run (default 10,000 on stores other than memory)")
 	f.StringVar(&mixes, "mix", "100/0,90/10,50/50,10/90,0/100", "read/write mixes in percent")
 	f.StringVar(&procs, "procs", "1,2,4,8,16,32,64,128,256,512", "goroutine counts")

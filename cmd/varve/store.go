@@ -5,8 +5,9 @@ import (
 	"os"
 )
 
-// defaultStore is the store the lab commands use when --store is not given.
-const defaultStore = "memory:"
+// defaultStore is the store the lab commands use when --store is not given:
+// the embedded SQLite backend in a temporary file, removed after the run.
+const defaultStore = "sqlite://{tmp}/varve.db"
 
 // writeFile writes a report file through write, closing it and reporting
 // the first error.
