@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,26 @@ func rootCmd() *cobra.Command {
 		Short:         "varve's lab: measure an event store on any backend",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	var cpuProfile string
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		cmd.PersistentPostRunE = func(*cobra.Command, []string) error {
+			pprof.StopCPUProfile()
+			return f.Close()
+		}
+		return nil
 	}
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), matrixCmd(), soakCmd())
 	return root
