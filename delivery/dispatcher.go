@@ -190,6 +190,9 @@ type Stats struct {
 	// InFlight is the number of attempts running; Pending the events read
 	// and not yet delivered or parked (the window in use).
 	InFlight, Pending int
+	// ParkedStreams counts the streams held back by a parked event
+	// (PerStream mode).
+	ParkedStreams int
 	// Checkpoint is the end of the contiguous prefix of delivered or parked
 	// events; Saved is the checkpoint last persisted.
 	Checkpoint, Saved varve.Position
@@ -211,7 +214,7 @@ type Dispatcher struct {
 	stopped chan struct{}
 
 	read, delivered, parkedN, attempts, retries atomic.Uint64
-	inFlight, pending                           atomic.Int64
+	inFlight, pending, parkedStreams            atomic.Int64
 
 	mu         sync.Mutex
 	checkpoint varve.Position
@@ -250,7 +253,7 @@ func (d *Dispatcher) Stats() Stats {
 	return Stats{
 		Read: d.read.Load(), Delivered: d.delivered.Load(), Parked: d.parkedN.Load(),
 		Attempts: d.attempts.Load(), Retries: d.retries.Load(),
-		InFlight: int(d.inFlight.Load()), Pending: int(d.pending.Load()),
+		InFlight: int(d.inFlight.Load()), Pending: int(d.pending.Load()), ParkedStreams: int(d.parkedStreams.Load()),
 		Checkpoint: cp, Saved: saved,
 	}
 }
@@ -348,6 +351,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		for stream := range parkedSt.perStream {
 			c.streams[stream] = &streamQueue{name: stream, blocked: true, parkedVersion: parkedSt.version}
 		}
+		d.parkedStreams.Store(int64(len(parkedSt.perStream)))
 	}
 
 	readCtx, stopReading := context.WithCancel(ctx)
@@ -357,7 +361,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	ch := channels{
 		feed:    make(chan feedBatch),
 		readErr: make(chan error, 1),
-		work:    make(chan *item),
+		work:    make(chan job),
 		results: make(chan result, d.cfg.Concurrency),
 		unblock: make(chan unblock),
 	}
@@ -365,8 +369,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	workers.Go(func() { d.reader(readCtx, ch.feed, ch.readErr) })
 	for range d.cfg.Concurrency {
 		workers.Go(func() {
-			for it := range ch.work {
-				ch.results <- d.attempt(deliverCtx, it)
+			for j := range ch.work {
+				ch.results <- d.attempt(deliverCtx, j)
 			}
 		})
 	}
@@ -438,8 +442,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// attempt runs one job of an item: a delivery or a park. It runs on a worker.
-func (d *Dispatcher) attempt(ctx context.Context, it *item) (r result) {
+// job is what a worker gets: an item, which the worker only reads, and the
+// number of the attempt.
+type job struct {
+	it      *item
+	attempt int
+}
+
+// attempt runs one job: a delivery or a park. It runs on a worker.
+func (d *Dispatcher) attempt(ctx context.Context, j job) (r result) {
+	it := j.it
 	r.it = it
 	defer func() {
 		if p := recover(); p != nil {
@@ -456,7 +468,7 @@ func (d *Dispatcher) attempt(ctx context.Context, it *item) (r result) {
 		defer cancel()
 	}
 	r.err = d.sink.Deliver(ctx, Delivery{
-		Subscription: d.sub.Name(), Event: it.ev, Attempt: it.attempts, Key: Key(d.sub.Name(), it.ev.Position),
+		Subscription: d.sub.Name(), Event: it.ev, Attempt: j.attempt, Key: Key(d.sub.Name(), it.ev.Position),
 	})
 	return r
 }
@@ -504,7 +516,7 @@ func (d *Dispatcher) maintain(ctx context.Context, st *parkedState, unblocks cha
 type channels struct {
 	feed    chan feedBatch
 	readErr chan error
-	work    chan *item
+	work    chan job
 	results chan result
 	unblock chan unblock
 }
@@ -547,10 +559,10 @@ func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDe
 		if !stopping && c.pending < c.d.cfg.Window {
 			feed = ch.feed
 		}
-		var work chan<- *item
-		var next *item
+		var work chan<- job
+		var next job
 		if !stopping && len(c.ready) > 0 {
-			work, next = ch.work, c.ready[0]
+			work, next = ch.work, job{it: c.ready[0], attempt: c.ready[0].attempts + 1}
 		}
 		var retryC <-chan time.Time
 		if len(c.retries) > 0 && !stopping {
@@ -565,10 +577,10 @@ func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDe
 			c.advance()
 		case work <- next:
 			heap.Pop(&c.ready)
-			if !next.park {
-				next.attempts++
-				if next.attempts == 1 {
-					next.first = time.Now()
+			if it := next.it; !it.park {
+				it.attempts = next.attempt
+				if it.attempts == 1 {
+					it.first = time.Now()
 				}
 				c.d.attempts.Add(1)
 			}
@@ -672,6 +684,9 @@ func (c *coordinator) handle(r result, stopping bool) {
 		c.d.log.Log(context.Background(), level, "delivery: event parked", "stream", it.ev.Stream, "version", it.ev.Version,
 			"position", it.ev.Position, "reason", it.record.Reason, "attempts", it.attempts, "err", it.record.Error)
 		if q := it.q; q != nil {
+			if !q.blocked {
+				c.d.parkedStreams.Add(1)
+			}
 			q.blocked = true
 			q.parkedVersion = r.version
 		}
@@ -756,6 +771,7 @@ func (c *coordinator) unblock(u unblock) {
 		return
 	}
 	q.blocked = false
+	c.d.parkedStreams.Add(-1)
 	c.d.log.Info("delivery: parked stream resolved, delivering it again", "stream", q.name)
 	if q.current == nil {
 		delete(c.streams, q.name)
