@@ -30,7 +30,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), benchCmd())
+	root.AddCommand(versionCmd(), benchCmd(), deliverBenchCmd(), parkedCmd())
 	return root
 }
 

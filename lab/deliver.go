@@ -1,0 +1,320 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/subscription"
+)
+
+// DeliverConfig configures DeliverBench: seed 002's matrix of concurrent
+// delivery, with varve's per-stream order and checkpoints on.
+type DeliverConfig struct {
+	// Store is the URL of the store to fill and read; default "memory:".
+	Store string
+	// Transactions (T) commits of EventsPerTx (E) events each are appended,
+	// each commit to one of Streams streams picked at random (seeded).
+	Transactions, EventsPerTx, Streams int
+	Seed                               uint64
+	// Latencies (L) are the sink latencies: a loopback HTTP endpoint sleeps
+	// L before it answers. Each latency gets one run per Concurrency (C).
+	Latencies   []time.Duration
+	Concurrency []int
+	Ordering    delivery.Ordering
+	// Window and CheckpointInterval are the dispatcher's; 0 for defaults.
+	Window             int
+	CheckpointInterval time.Duration
+	// Poison streams (the first ones) are answered 500 and so are retried
+	// and parked; 0 for none.
+	Poison int
+	// Log receives a line per run as it finishes; nil for none.
+	Log io.Writer
+}
+
+// DeliverResult is one run of DeliverBench.
+type DeliverResult struct {
+	Store        string        `json:"store"`
+	Ordering     string        `json:"ordering"`
+	LatencyMS    float64       `json:"latency_ms"`
+	Concurrency  int           `json:"concurrency"`
+	Streams      int           `json:"streams"`
+	Transactions int           `json:"transactions"`
+	Events       int           `json:"events"`
+	Elapsed      time.Duration `json:"elapsed_ns"`
+	CommitsPerS  float64       `json:"commits_per_sec"`
+	EventsPerS   float64       `json:"events_per_sec"`
+	AvgLatency   time.Duration `json:"avg_latency_ns"`
+	P95Latency   time.Duration `json:"p95_latency_ns"`
+	// Efficiency is EventsPerS / (C / L): 1 when every worker is busy with
+	// the sink all the time.
+	Efficiency float64 `json:"efficiency"`
+	// Requests is what the endpoint served; Retries and Parked are the
+	// dispatcher's counters.
+	Requests uint64 `json:"requests"`
+	Retries  uint64 `json:"retries"`
+	Parked   uint64 `json:"parked"`
+	// OrderViolations counts events the endpoint got before an earlier
+	// event of their stream (expected with ordering none).
+	OrderViolations uint64 `json:"order_violations"`
+	Checkpoint      string `json:"checkpoint"`
+}
+
+func (c *DeliverConfig) withDefaults() error {
+	if c.Store == "" {
+		c.Store = "memory:"
+	}
+	if c.Transactions <= 0 || c.EventsPerTx <= 0 || c.Streams <= 0 || len(c.Latencies) == 0 || len(c.Concurrency) == 0 || c.Poison < 0 || c.Poison > c.Streams {
+		return fmt.Errorf("lab: deliver-bench: %w: need transactions, events per commit, streams, latencies and concurrency > 0, and poison within streams", varve.ErrInvalidArgument)
+	}
+	for _, l := range c.Latencies {
+		if l <= 0 {
+			return fmt.Errorf("lab: deliver-bench: %w: latency %v", varve.ErrInvalidArgument, l)
+		}
+	}
+	for _, n := range c.Concurrency {
+		if n <= 0 {
+			return fmt.Errorf("lab: deliver-bench: %w: concurrency %d", varve.ErrInvalidArgument, n)
+		}
+	}
+	return nil
+}
+
+// DeliverBench fills a store once and then, for every latency and
+// concurrency, delivers all of it from the beginning through a
+// subscription, a dispatcher and the webhook sink to a loopback HTTP
+// endpoint that sleeps the latency; the elapsed time runs from the start of
+// the dispatcher until the checkpoint covers the last event.
+func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	store, err := Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	end, err := fillDeliver(ctx, store, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := startEndpoint(cfg.Poison)
+	if err != nil {
+		return nil, err
+	}
+	defer ep.close()
+	var out []DeliverResult
+	for _, l := range cfg.Latencies {
+		for _, c := range cfg.Concurrency {
+			r, err := deliverRun(ctx, store, end, ep, cfg, l, c)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, r)
+			if cfg.Log != nil {
+				fmt.Fprintf(cfg.Log, "L=%v C=%d: %.0f events/s, efficiency %.3f, elapsed %v\n", l, c, r.EventsPerS, r.Efficiency, r.Elapsed.Round(time.Millisecond))
+			}
+		}
+	}
+	return out, nil
+}
+
+func fillDeliver(ctx context.Context, store *varve.Store, cfg DeliverConfig) (varve.Position, error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+	data := []byte(`{"order":"o-1","amount":40,"currency":"EUR"}`)
+	evs := make([]varve.Event, cfg.EventsPerTx)
+	var last varve.Position
+	for range cfg.Transactions {
+		for i := range evs {
+			evs[i] = varve.Event{Type: "BenchEvent", Data: data}
+		}
+		res, err := store.Append(ctx, fmt.Sprintf("bench-%d", rng.IntN(cfg.Streams)), varve.Any, evs...)
+		if err != nil {
+			return last, fmt.Errorf("lab: deliver-bench: fill: %w", err)
+		}
+		last = res.Position
+	}
+	return last, nil
+}
+
+func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep *endpoint, cfg DeliverConfig, latency time.Duration, c int) (DeliverResult, error) {
+	name := fmt.Sprintf("deliver-bench-%v-c%d-%v", latency, c, cfg.Ordering)
+	res := DeliverResult{
+		Store: Redact(cfg.Store), Ordering: cfg.Ordering.String(), LatencyMS: float64(latency) / float64(time.Millisecond),
+		Concurrency: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
+	}
+	ep.reset(latency)
+	sub, err := subscription.Open(ctx, store, subscription.Config{Name: name, Start: subscription.FromBeginning})
+	if err != nil {
+		return res, err
+	}
+	hook, err := delivery.NewWebhook(delivery.WebhookConfig{
+		URL: ep.url, Secret: []byte("deliver-bench"), MaxConcurrency: c, Timeout: max(10*time.Second, 10*latency),
+	})
+	if err != nil {
+		return res, err
+	}
+	defer hook.Close()
+	sink := &timedSink{next: hook, h: hdrhistogram.New(1, int64(time.Minute), 3)}
+	d, err := delivery.New(sub, sink, delivery.Config{
+		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
+		Retry:  delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return res, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- d.Run(runCtx) }()
+	werr := d.WaitFor(ctx, end)
+	res.Elapsed = time.Since(began)
+	stop()
+	if err := <-done; err != nil || werr != nil {
+		return res, fmt.Errorf("lab: deliver-bench L=%v C=%d: %w", latency, c, errors.Join(werr, err))
+	}
+	st := d.Stats()
+	sec := res.Elapsed.Seconds()
+	res.CommitsPerS = float64(res.Transactions) / sec
+	res.EventsPerS = float64(res.Events) / sec
+	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
+	sink.mu.Lock()
+	res.AvgLatency = time.Duration(sink.h.Mean())
+	res.P95Latency = time.Duration(sink.h.ValueAtQuantile(95))
+	sink.mu.Unlock()
+	res.Requests, res.OrderViolations = ep.requests.Load(), ep.violations.Load()
+	res.Retries, res.Parked = st.Retries, st.Parked
+	res.Checkpoint = st.Saved.String()
+	return res, nil
+}
+
+// timedSink records how long each delivery takes.
+type timedSink struct {
+	next delivery.Sink
+	mu   sync.Mutex
+	h    *hdrhistogram.Histogram
+}
+
+func (s *timedSink) Deliver(ctx context.Context, d delivery.Delivery) error {
+	t := time.Now()
+	err := s.next.Deliver(ctx, d)
+	el := time.Since(t)
+	s.mu.Lock()
+	_ = s.h.RecordValue(int64(el))
+	s.mu.Unlock()
+	return err
+}
+
+// endpoint is the HTTP sink of the bench: it sleeps the latency, answers
+// 500 for poison streams and counts events that overtake an earlier event
+// of their stream.
+type endpoint struct {
+	srv        *http.Server
+	url        string
+	poison     int
+	latency    atomic.Int64
+	requests   atomic.Uint64
+	violations atomic.Uint64
+	mu         sync.Mutex
+	last       map[string]varve.Version
+}
+
+func startEndpoint(poison int) (*endpoint, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("lab: deliver-bench: listen: %w", err)
+	}
+	ep := &endpoint{url: "http://" + ln.Addr().String() + "/events", poison: poison, last: map[string]varve.Version{}}
+	ep.srv = &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second}
+	go ep.srv.Serve(ln)
+	return ep, nil
+}
+
+func (ep *endpoint) reset(latency time.Duration) {
+	ep.latency.Store(int64(latency))
+	ep.requests.Store(0)
+	ep.violations.Store(0)
+	ep.mu.Lock()
+	clear(ep.last)
+	ep.mu.Unlock()
+}
+
+func (ep *endpoint) close() { ep.srv.Close() }
+
+func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ep.requests.Add(1)
+	var p struct {
+		Stream  string        `json:"stream"`
+		Version varve.Version `json:"version"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+		http.Error(w, "bad payload", http.StatusBadRequest)
+		return
+	}
+	time.Sleep(time.Duration(ep.latency.Load()))
+	if ep.poison > 0 && isPoison(p.Stream, ep.poison) {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	ep.mu.Lock()
+	if last := ep.last[p.Stream]; p.Version != last+1 && p.Version > last {
+		ep.violations.Add(1)
+	}
+	ep.last[p.Stream] = max(ep.last[p.Stream], p.Version)
+	ep.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func isPoison(stream string, n int) bool {
+	var i int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(stream, "bench-"), "%d", &i); err != nil {
+		return false
+	}
+	return i < n
+}
+
+// PrintDeliverTable writes one table per latency, like seed 002's.
+func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
+	var tw *tabwriter.Writer
+	lastL := -1.0
+	for _, r := range rs {
+		if r.LatencyMS != lastL {
+			if tw != nil {
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintln(w)
+			}
+			lastL = r.LatencyMS
+			fmt.Fprintf(w, "sink %gms, ordering %s, %d commits x %d events over %d streams, store %s\n",
+				r.LatencyMS, r.Ordering, r.Transactions, r.Events/max(r.Transactions, 1), r.Streams, r.Store)
+			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "CONCURRENCY\tCOMMITS/S\tEVENTS/S\tAVG MS\tP95 MS\tELAPSED S\tEFFICIENCY\tRETRIES\tPARKED\tORDER ERRS\t")
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t\n", r.Concurrency, r.CommitsPerS, r.EventsPerS,
+			ms(r.AvgLatency), ms(r.P95Latency), r.Elapsed.Seconds(), r.Efficiency, r.Retries, r.Parked, r.OrderViolations)
+	}
+	if tw != nil {
+		return tw.Flush()
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
