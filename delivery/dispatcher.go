@@ -95,7 +95,9 @@ type Config struct {
 	// Retry is the retry policy.
 	Retry RetryPolicy
 	// AttemptTimeout bounds one delivery attempt; default 30s, negative
-	// for none.
+	// for none. A watchdog enforces it, to within an eighth of it (at most
+	// a second), so that attempts need no timer of their own; sinks such as
+	// the webhook have their own, precise timeouts.
 	AttemptTimeout time.Duration
 	// CheckpointInterval is how often the checkpoint is saved when it moved;
 	// default 1s. It is also saved when Run returns.
@@ -197,6 +199,8 @@ type Stats struct {
 	// events; Saved is the checkpoint last persisted.
 	Checkpoint, Saved varve.Position
 }
+
+var errAttemptTimeout = errors.New("delivery: attempt timed out")
 
 // ErrStopped is returned by [Dispatcher.WaitFor] once Run has returned.
 var ErrStopped = errors.New("delivery: dispatcher stopped")
@@ -367,16 +371,21 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	var workers sync.WaitGroup
 	workers.Go(func() { d.reader(readCtx, ch.feed, ch.readErr) })
-	for range d.cfg.Concurrency {
+	ws := make([]*worker, d.cfg.Concurrency)
+	for i := range ws {
+		w := &worker{base: deliverCtx}
+		ws[i] = w
 		workers.Go(func() {
 			for j := range ch.work {
-				ch.results <- d.attempt(deliverCtx, j)
+				r := d.attempt(w.begin(), j)
+				w.end()
+				ch.results <- r
 			}
 		})
 	}
 	maintStop := make(chan struct{})
 	var maint sync.WaitGroup
-	maint.Go(func() { d.maintain(deliverCtx, parkedSt, ch.unblock, maintStop) })
+	maint.Go(func() { d.maintain(deliverCtx, parkedSt, ws, ch.unblock, maintStop) })
 
 	err := c.loop(ctx, ch, stopReading, stopDelivering)
 
@@ -462,28 +471,39 @@ func (d *Dispatcher) attempt(ctx context.Context, j job) (r result) {
 		r.version, r.err = d.parked.Park(ctx, it.record)
 		return r
 	}
-	if d.cfg.AttemptTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.cfg.AttemptTimeout)
-		defer cancel()
-	}
 	r.err = d.sink.Deliver(ctx, Delivery{
 		Subscription: d.sub.Name(), Event: it.ev, Attempt: j.attempt, Key: Key(d.sub.Name(), it.ev.Position),
 	})
+	if r.err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errAttemptTimeout) {
+			r.err = fmt.Errorf("%w: %w", cause, r.err)
+		}
+	}
 	return r
 }
 
 // maintain saves the checkpoint periodically and learns which parked streams
 // were resolved.
-func (d *Dispatcher) maintain(ctx context.Context, st *parkedState, unblocks chan<- unblock, stop <-chan struct{}) {
+func (d *Dispatcher) maintain(ctx context.Context, st *parkedState, ws []*worker, unblocks chan<- unblock, stop <-chan struct{}) {
 	cpTick := time.NewTicker(d.cfg.CheckpointInterval)
 	defer cpTick.Stop()
+	var watchdog <-chan time.Time
+	if d.cfg.AttemptTimeout > 0 {
+		t := time.NewTicker(watchdogTick(d.cfg.AttemptTimeout))
+		defer t.Stop()
+		watchdog = t.C
+	}
+	timeout := fmt.Errorf("%w after %v", errAttemptTimeout, d.cfg.AttemptTimeout)
 	parkTick := time.NewTicker(d.cfg.ParkedPollInterval)
 	defer parkTick.Stop()
 	for {
 		select {
 		case <-stop:
 			return
+		case now := <-watchdog:
+			for _, w := range ws {
+				w.expire(now.Add(-d.cfg.AttemptTimeout), timeout)
+			}
 		case <-cpTick.C:
 			sctx, cancel := context.WithTimeout(ctx, max(d.cfg.CheckpointInterval, 5*time.Second))
 			if err := d.flush(sctx); err != nil {

@@ -490,3 +490,35 @@ func TestResume(t *testing.T) {
 		t.Fatalf("key %q", k)
 	}
 }
+
+// TestAttemptTimeout: an attempt that outlives AttemptTimeout is cancelled
+// and counts as a failure.
+func TestAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	res, err := s.Append(context.Background(), "slow", varve.NoStream, varve.Event{Type: "T"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	sink := delivery.SinkFunc(func(ctx context.Context, d delivery.Delivery) error {
+		calls.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	began := time.Now()
+	r := start(t, s, "timeout", sink, delivery.Config{
+		AttemptTimeout: 40 * time.Millisecond,
+		Retry:          delivery.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
+	})
+	r.wait(t, res.Position)
+	el := time.Since(began)
+	r.stop(t)
+	parked, err := r.d.Parked().List(context.Background())
+	if err != nil || len(parked) != 1 || !strings.Contains(parked[0].Error, "timed out") || calls.Load() != 2 {
+		t.Fatalf("parked %+v, %v, %d calls", parked, err, calls.Load())
+	}
+	if el < 80*time.Millisecond {
+		t.Fatalf("two attempts of 40ms each took %v", el)
+	}
+}

@@ -1,9 +1,12 @@
 package delivery
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -53,9 +56,115 @@ func rawOrBytes(b []byte) (json.RawMessage, []byte) {
 
 // MarshalPayload returns the JSON payload of a delivery.
 func MarshalPayload(d Delivery) ([]byte, error) {
-	b, err := json.Marshal(NewPayload(d))
-	if err != nil {
-		return nil, fmt.Errorf("delivery: encode %s@%d: %w", d.Event.Stream, d.Event.Version, err)
+	return AppendPayload(make([]byte, 0, 256+len(d.Event.Data)+len(d.Event.Metadata)), d), nil
+}
+
+// AppendPayload appends the JSON payload of a delivery to b: the JSON of
+// [NewPayload], in the same field order, written without reflection.
+func AppendPayload(b []byte, d Delivery) []byte {
+	e := &d.Event
+	b = append(b, `{"idempotency_key":`...)
+	b = appendJSONString(b, d.Key)
+	b = append(b, `,"subscription":`...)
+	b = appendJSONString(b, d.Subscription)
+	b = append(b, `,"id":"`...)
+	b = append(b, e.ID.String()...)
+	b = append(b, `","stream":`...)
+	b = appendJSONString(b, e.Stream)
+	b = append(b, `,"version":`...)
+	b = strconv.AppendUint(b, e.Version, 10)
+	b = append(b, `,"position":"`...)
+	b = append(b, e.Position.String()...)
+	b = append(b, `","type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"recorded_at":"`...)
+	b = e.RecordedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = appendBytesField(b, "data", e.Data)
+	b = appendBytesField(b, "metadata", e.Metadata)
+	return append(b, '}')
+}
+
+func appendBytesField(b []byte, name string, v []byte) []byte {
+	raw, bin := rawOrBytes(v)
+	switch {
+	case raw != nil:
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		return appendCompact(b, raw)
+	case bin != nil:
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, bin)
+		return append(b, '"')
 	}
-	return b, nil
+	return b
+}
+
+// appendCompact appends valid JSON without insignificant white space, as
+// encoding/json does with a RawMessage.
+func appendCompact(b, raw []byte) []byte {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
+		return append(b, raw...)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return append(b, raw...) // raw was checked valid; not reached
+	}
+	return append(b, buf.Bytes()...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it: quotes, backslashes, control characters, <, > and &, U+2028
+// and U+2029, and invalid UTF-8 as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +45,10 @@ type DeliverConfig struct {
 	// Poison streams (the first ones) are answered 500 and so are retried
 	// and parked; 0 for none.
 	Poison int
+	// Sinks are the sinks to measure: "http" (the webhook sink to the
+	// loopback endpoint; the default) and "func" (a Go handler that sleeps
+	// L: the dispatcher without HTTP, as a baseline in the same run).
+	Sinks []string
 	// Log receives a line per run as it finishes; nil for none.
 	Log io.Writer
 }
@@ -50,6 +56,7 @@ type DeliverConfig struct {
 // DeliverResult is one run of DeliverBench.
 type DeliverResult struct {
 	Store        string        `json:"store"`
+	Sink         string        `json:"sink"`
 	Ordering     string        `json:"ordering"`
 	LatencyMS    float64       `json:"latency_ms"`
 	Concurrency  int           `json:"concurrency"`
@@ -67,8 +74,11 @@ type DeliverResult struct {
 	// Requests is what the endpoint served; Retries and Parked are the
 	// dispatcher's counters.
 	Requests uint64 `json:"requests"`
-	Retries  uint64 `json:"retries"`
-	Parked   uint64 `json:"parked"`
+	// CPUPerEvent is the process's CPU time (user + system, the loopback
+	// endpoint's included) per event.
+	CPUPerEvent time.Duration `json:"cpu_per_event_ns"`
+	Retries     uint64        `json:"retries"`
+	Parked      uint64        `json:"parked"`
 	// OrderViolations counts events the endpoint got before an earlier
 	// event of their stream (expected with ordering none).
 	OrderViolations uint64 `json:"order_violations"`
@@ -85,6 +95,14 @@ func (c *DeliverConfig) withDefaults() error {
 	for _, l := range c.Latencies {
 		if l <= 0 {
 			return fmt.Errorf("lab: deliver-bench: %w: latency %v", varve.ErrInvalidArgument, l)
+		}
+	}
+	if len(c.Sinks) == 0 {
+		c.Sinks = []string{"http"}
+	}
+	for _, s := range c.Sinks {
+		if s != "http" && s != "func" {
+			return fmt.Errorf("lab: deliver-bench: %w: sink %q, want http or func", varve.ErrInvalidArgument, s)
 		}
 	}
 	for _, n := range c.Concurrency {
@@ -120,14 +138,16 @@ func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, erro
 	defer ep.close()
 	var out []DeliverResult
 	for _, l := range cfg.Latencies {
-		for _, c := range cfg.Concurrency {
-			r, err := deliverRun(ctx, store, end, ep, cfg, l, c)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, r)
-			if cfg.Log != nil {
-				fmt.Fprintf(cfg.Log, "L=%v C=%d: %.0f events/s, efficiency %.3f, elapsed %v\n", l, c, r.EventsPerS, r.Efficiency, r.Elapsed.Round(time.Millisecond))
+		for _, sink := range cfg.Sinks {
+			for _, c := range cfg.Concurrency {
+				r, err := deliverRun(ctx, store, end, ep, cfg, sink, l, c)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, r)
+				if cfg.Log != nil {
+					fmt.Fprintf(cfg.Log, "%s L=%v C=%d: %.0f events/s, efficiency %.3f, elapsed %v\n", sink, l, c, r.EventsPerS, r.Efficiency, r.Elapsed.Round(time.Millisecond))
+				}
 			}
 		}
 	}
@@ -152,10 +172,10 @@ func fillDeliver(ctx context.Context, store *varve.Store, cfg DeliverConfig) (va
 	return last, nil
 }
 
-func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep *endpoint, cfg DeliverConfig, latency time.Duration, c int) (DeliverResult, error) {
-	name := fmt.Sprintf("deliver-bench-%v-c%d-%v", latency, c, cfg.Ordering)
+func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
+	name := fmt.Sprintf("deliver-bench-%s-%v-c%d-%v", sinkKind, latency, c, cfg.Ordering)
 	res := DeliverResult{
-		Store: Redact(cfg.Store), Ordering: cfg.Ordering.String(), LatencyMS: float64(latency) / float64(time.Millisecond),
+		Store: Redact(cfg.Store), Sink: sinkKind, Ordering: cfg.Ordering.String(), LatencyMS: float64(latency) / float64(time.Millisecond),
 		Concurrency: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
 	}
 	ep.reset(latency)
@@ -163,14 +183,18 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep 
 	if err != nil {
 		return res, err
 	}
-	hook, err := delivery.NewWebhook(delivery.WebhookConfig{
-		URL: ep.url, Secret: []byte("deliver-bench"), MaxConcurrency: c, Timeout: max(10*time.Second, 10*latency),
-	})
-	if err != nil {
-		return res, err
+	var next delivery.Sink = ep.handler(latency)
+	if sinkKind == "http" {
+		hook, err := delivery.NewWebhook(delivery.WebhookConfig{
+			URL: ep.url, Secret: []byte("deliver-bench"), MaxConcurrency: c, Timeout: max(10*time.Second, 10*latency),
+		})
+		if err != nil {
+			return res, err
+		}
+		defer hook.Close()
+		next = hook
 	}
-	defer hook.Close()
-	sink := &timedSink{next: hook, h: hdrhistogram.New(1, int64(time.Minute), 3)}
+	sink := &timedSink{next: next, h: hdrhistogram.New(1, int64(time.Minute), 3)}
 	d, err := delivery.New(sub, sink, delivery.Config{
 		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
 		Retry:  delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
@@ -182,10 +206,11 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	began := time.Now()
+	began, cpu := time.Now(), processCPU()
 	go func() { done <- d.Run(runCtx) }()
 	werr := d.WaitFor(ctx, end)
 	res.Elapsed = time.Since(began)
+	res.CPUPerEvent = (processCPU() - cpu) / time.Duration(res.Events)
 	stop()
 	if err := <-done; err != nil || werr != nil {
 		return res, fmt.Errorf("lab: deliver-bench L=%v C=%d: %w", latency, c, errors.Join(werr, err))
@@ -259,27 +284,77 @@ func (ep *endpoint) reset(latency time.Duration) {
 func (ep *endpoint) close() { ep.srv.Close() }
 
 func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ep.requests.Add(1)
-	var p struct {
-		Stream  string        `json:"stream"`
-		Version varve.Version `json:"version"`
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "read failed", http.StatusServiceUnavailable)
+		return
 	}
-	if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
-		http.Error(w, "bad payload", http.StatusBadRequest)
+	stream, version, err := streamVersion(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	time.Sleep(time.Duration(ep.latency.Load()))
-	if ep.poison > 0 && isPoison(p.Stream, ep.poison) {
+	if !ep.accept(stream, version) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handler is the endpoint as a Go sink, without HTTP.
+func (ep *endpoint) handler(latency time.Duration) delivery.Sink {
+	return delivery.SinkFunc(func(ctx context.Context, d delivery.Delivery) error {
+		t := time.NewTimer(latency)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if !ep.accept(d.Event.Stream, d.Event.Version) {
+			return errors.New("poison stream")
+		}
+		return nil
+	})
+}
+
+// accept counts a request and reports whether it succeeds; it counts order
+// violations of the ones that do.
+func (ep *endpoint) accept(stream string, version varve.Version) bool {
+	ep.requests.Add(1)
+	if ep.poison > 0 && isPoison(stream, ep.poison) {
+		return false
+	}
 	ep.mu.Lock()
-	if last := ep.last[p.Stream]; p.Version != last+1 && p.Version > last {
+	if last := ep.last[stream]; version != last+1 && version > last {
 		ep.violations.Add(1)
 	}
-	ep.last[p.Stream] = max(ep.last[p.Stream], p.Version)
+	ep.last[stream] = max(ep.last[stream], version)
 	ep.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// streamVersion reads the stream and version of a payload. It looks them up
+// where delivery.AppendPayload writes them and decodes the JSON only when
+// that fails, so the endpoint costs little CPU.
+func streamVersion(body []byte) (string, varve.Version, error) {
+	if _, rest, ok := bytes.Cut(body, []byte(`,"stream":"`)); ok {
+		if stream, rest, ok := bytes.Cut(rest, []byte(`","version":`)); ok && bytes.IndexByte(stream, '\\') < 0 {
+			end := 0
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			if v, err := strconv.ParseUint(string(rest[:end]), 10, 64); err == nil {
+				return string(stream), v, nil
+			}
+		}
+	}
+	var p delivery.Payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return "", 0, fmt.Errorf("bad payload: %w", err)
+	}
+	return p.Stream, p.Version, nil
 }
 
 func isPoison(stream string, n int) bool {
@@ -293,23 +368,23 @@ func isPoison(stream string, n int) bool {
 // PrintDeliverTable writes one table per latency, like seed 002's.
 func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 	var tw *tabwriter.Writer
-	lastL := -1.0
+	lastL, lastSink := -1.0, ""
 	for _, r := range rs {
-		if r.LatencyMS != lastL {
+		if r.LatencyMS != lastL || r.Sink != lastSink {
 			if tw != nil {
 				if err := tw.Flush(); err != nil {
 					return err
 				}
 				fmt.Fprintln(w)
 			}
-			lastL = r.LatencyMS
-			fmt.Fprintf(w, "sink %gms, ordering %s, %d commits x %d events over %d streams, store %s\n",
-				r.LatencyMS, r.Ordering, r.Transactions, r.Events/max(r.Transactions, 1), r.Streams, r.Store)
+			lastL, lastSink = r.LatencyMS, r.Sink
+			fmt.Fprintf(w, "%s sink %gms, ordering %s, %d commits x %d events over %d streams, store %s\n",
+				r.Sink, r.LatencyMS, r.Ordering, r.Transactions, r.Events/max(r.Transactions, 1), r.Streams, r.Store)
 			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "CONCURRENCY\tCOMMITS/S\tEVENTS/S\tAVG MS\tP95 MS\tELAPSED S\tEFFICIENCY\tRETRIES\tPARKED\tORDER ERRS\t")
+			fmt.Fprintln(tw, "CONCURRENCY\tCOMMITS/S\tEVENTS/S\tAVG MS\tP95 MS\tELAPSED S\tEFFICIENCY\tCPU US/EVENT\tRETRIES\tPARKED\tORDER ERRS\t")
 		}
-		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t\n", r.Concurrency, r.CommitsPerS, r.EventsPerS,
-			ms(r.AvgLatency), ms(r.P95Latency), r.Elapsed.Seconds(), r.Efficiency, r.Retries, r.Parked, r.OrderViolations)
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%d\t%d\t%d\t\n", r.Concurrency, r.CommitsPerS, r.EventsPerS,
+			ms(r.AvgLatency), ms(r.P95Latency), r.Elapsed.Seconds(), r.Efficiency, float64(r.CPUPerEvent)/1e3, r.Retries, r.Parked, r.OrderViolations)
 	}
 	if tw != nil {
 		return tw.Flush()
