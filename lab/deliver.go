@@ -45,9 +45,12 @@ type DeliverConfig struct {
 	// Poison streams (the first ones) are answered 500 and so are retried
 	// and parked; 0 for none.
 	Poison int
-	// Sinks are the sinks to measure: "http" (the webhook sink to the
-	// loopback endpoint; the default) and "func" (a Go handler that sleeps
-	// L: the dispatcher without HTTP, as a baseline in the same run).
+	// Sinks are what to measure: "http" (the webhook sink to the loopback
+	// endpoint; the default), and two baselines for the same run: "func" (a
+	// Go handler that sleeps L: the dispatcher without HTTP) and "raw-http"
+	// (C goroutines that POST a payload of the same size to the endpoint in
+	// a loop: no store, no dispatcher, no signature; the machine's HTTP
+	// ceiling).
 	Sinks []string
 	// Log receives a line per run as it finishes; nil for none.
 	Log io.Writer
@@ -101,8 +104,8 @@ func (c *DeliverConfig) withDefaults() error {
 		c.Sinks = []string{"http"}
 	}
 	for _, s := range c.Sinks {
-		if s != "http" && s != "func" {
-			return fmt.Errorf("lab: deliver-bench: %w: sink %q, want http or func", varve.ErrInvalidArgument, s)
+		if s != "http" && s != "func" && s != "raw-http" {
+			return fmt.Errorf("lab: deliver-bench: %w: sink %q, want http, func or raw-http", varve.ErrInvalidArgument, s)
 		}
 	}
 	for _, n := range c.Concurrency {
@@ -140,7 +143,11 @@ func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, erro
 	for _, l := range cfg.Latencies {
 		for _, sink := range cfg.Sinks {
 			for _, c := range cfg.Concurrency {
-				r, err := deliverRun(ctx, store, end, ep, cfg, sink, l, c)
+				run := deliverRun
+				if sink == "raw-http" {
+					run = rawHTTPRun
+				}
+				r, err := run(ctx, store, end, ep, cfg, sink, l, c)
 				if err != nil {
 					return out, err
 				}
@@ -227,6 +234,71 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep 
 	res.Requests, res.OrderViolations = ep.requests.Load(), ep.violations.Load()
 	res.Retries, res.Parked = st.Retries, st.Parked
 	res.Checkpoint = st.Saved.String()
+	return res, nil
+}
+
+// rawHTTPRun posts T*E payloads to the endpoint from C goroutines, with a
+// client tuned like the webhook's: the HTTP ceiling of the machine.
+func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
+	res := DeliverResult{
+		Store: "-", Sink: sinkKind, Ordering: "-", LatencyMS: float64(latency) / float64(time.Millisecond),
+		Concurrency: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
+	}
+	ep.reset(latency)
+	body := delivery.AppendPayload(nil, delivery.Delivery{
+		Subscription: "raw-http", Key: "raw-http:1", Attempt: 1,
+		Event: varve.RecordedEvent{ID: varve.NewEventID(), Type: "BenchEvent", Stream: "raw", Version: 1,
+			Position: varve.Position{Seq: 1}, RecordedAt: time.Now(), Data: []byte(`{"order":"o-1","amount":40,"currency":"EUR"}`)},
+	})
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxConnsPerHost, t.MaxIdleConnsPerHost = c, c
+	defer t.CloseIdleConnections()
+	client := &http.Client{Transport: t}
+	h := hdrhistogram.New(1, int64(time.Minute), 3)
+	var (
+		mu    sync.Mutex
+		left  atomic.Int64
+		wg    sync.WaitGroup
+		first error
+	)
+	left.Store(int64(res.Events))
+	began, cpu := time.Now(), processCPU()
+	for range c {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 && ctx.Err() == nil {
+				t0 := time.Now()
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(body))
+				if err == nil {
+					req.Header.Set("Content-Type", "application/json")
+					var resp *http.Response
+					if resp, err = client.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+				el := time.Since(t0)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				_ = h.RecordValue(int64(el))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(began)
+	res.CPUPerEvent = (processCPU() - cpu) / time.Duration(res.Events)
+	if first != nil {
+		return res, fmt.Errorf("lab: deliver-bench raw-http L=%v C=%d: %w", latency, c, first)
+	}
+	sec := res.Elapsed.Seconds()
+	res.CommitsPerS = float64(res.Transactions) / sec
+	res.EventsPerS = float64(res.Events) / sec
+	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
+	res.AvgLatency = time.Duration(h.Mean())
+	res.P95Latency = time.Duration(h.ValueAtQuantile(95))
+	res.Requests = ep.requests.Load()
 	return res, nil
 }
 

@@ -90,7 +90,7 @@ Efficiency is events/s divided by the ideal C/L.`,
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the stream choice")
 	f.IntVar(&cfg.Window, "window", 0, "pending events the dispatcher may hold (0: 64 per worker, at least 1024)")
 	f.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", time.Second, "how often the checkpoint is saved")
-	f.StringSliceVar(&cfg.Sinks, "sink", []string{"http"}, "sinks to measure: http (webhook to a loopback endpoint), func (a Go handler, no HTTP: the dispatcher alone)")
+	f.StringSliceVar(&cfg.Sinks, "sink", []string{"http"}, "what to measure: http (the webhook sink to a loopback endpoint); baselines: func (a Go handler that sleeps L, no HTTP), raw-http (a bare HTTP client loop, no store or dispatcher)")
 	f.IntVar(&cfg.Poison, "poison", 0, "streams whose requests always fail with 500 (retried, then parked)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&html, "html", "", "also write the charts to this HTML file")
