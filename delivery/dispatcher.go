@@ -107,8 +107,8 @@ type Config struct {
 	// flow again; default 5s.
 	ParkedPollInterval time.Duration
 	// DrainTimeout bounds how long Run waits, once its context ends, for
-	// the deliveries in flight; then their contexts are cancelled. Default
-	// 10s.
+	// the deliveries in flight; then their contexts are cancelled, and Run
+	// waits for the sinks to return. Default 10s.
 	DrainTimeout time.Duration
 	// Parked keeps the parked events; default NewParked on the
 	// subscription's store and name.
@@ -406,6 +406,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) reader(ctx context.Context, feed chan<- feedBatch, readErr chan<- error) {
 	var seq uint64
 	prev := d.sub.Position()
+	own := d.parked.Stream()
 	backoff := 10 * time.Millisecond
 	for {
 		b, err := d.sub.Next(ctx)
@@ -425,9 +426,13 @@ func (d *Dispatcher) reader(ctx context.Context, feed chan<- feedBatch, readErr 
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		items := make([]*item, len(b.Events))
+		items := make([]*item, 0, len(b.Events))
 		for i := range b.Events {
-			items[i] = &item{ev: b.Events[i], seq: seq, prev: prev, readyIdx: -1, retryIdx: -1}
+			if b.Events[i].Stream == own {
+				prev = b.Events[i].Position
+				continue // never deliver our own parked records (SystemStreams)
+			}
+			items = append(items, &item{ev: b.Events[i], seq: seq, prev: prev, readyIdx: -1, retryIdx: -1})
 			seq++
 			prev = b.Events[i].Position
 		}
