@@ -20,6 +20,9 @@ import (
 	"github.com/varve-go/varve/lab"
 )
 
+// openStore opens a store URL; tests replace it.
+var openStore = lab.Open
+
 // parkedFlags select a subscription's parked events.
 type parkedFlags struct {
 	store, subscription string
@@ -50,7 +53,7 @@ func (p *parkedFlags) open(ctx context.Context) (*varve.Store, *delivery.Parked,
 		return (len(p.streams) == 0 || slices.Contains(p.streams, pe.Stream)) &&
 			(len(positions) == 0 || slices.Contains(positions, pe.Position))
 	}
-	store, err := lab.Open(ctx, p.store)
+	store, err := openStore(ctx, p.store)
 	if err != nil {
 		return nil, nil, nil, err
 	}
