@@ -188,6 +188,10 @@ func versions(t testing.TB, s *varve.Store, skip func(string) bool) map[string][
 // a time; in both modes every event arrives.
 func TestOrder(t *testing.T) {
 	t.Parallel()
+	eachBackend(t, testOrder)
+}
+
+func testOrder(t *testing.T, open opener) {
 	for _, tc := range []struct {
 		ordering    delivery.Ordering
 		concurrency int
@@ -200,7 +204,7 @@ func TestOrder(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%v/c=%d/window=%d", tc.ordering, tc.concurrency, tc.window), func(t *testing.T) {
 			t.Parallel()
-			s := newStore(t)
+			s := open(t, varve.Config{})
 			end := fill(t, s, "order", 40, 1500, 7)
 			rec := newRecorder(tc.ordering == delivery.PerStream)
 			var rngMu sync.Mutex
@@ -261,6 +265,10 @@ func TestOrder(t *testing.T) {
 // checkpoint reaches the end, and after a replay the stream flows again.
 func TestPoison(t *testing.T) {
 	t.Parallel()
+	eachBackend(t, testPoison)
+}
+
+func testPoison(t *testing.T, open opener) {
 	const n, streams = 2000, 50
 	latency := func(delivery.Delivery) time.Duration { return 300 * time.Microsecond }
 	cfg := delivery.Config{
@@ -268,7 +276,7 @@ func TestPoison(t *testing.T) {
 		Retry: delivery.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond},
 	}
 	run := func(poisoned bool) (time.Duration, *recorder, *varve.Store, *running, varve.Position) {
-		s := newStore(t)
+		s := open(t, varve.Config{})
 		end := fill(t, s, "flow", streams, n, 11)
 		rec := newRecorder(true)
 		rec.latency = latency
@@ -463,7 +471,11 @@ func TestWindow(t *testing.T) {
 // same idempotency key for a redelivered event.
 func TestResume(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	eachBackend(t, testResume)
+}
+
+func testResume(t *testing.T, open opener) {
+	s := open(t, varve.Config{})
 	end := fill(t, s, "res", 5, 100, 9)
 	keys := map[varve.Position]string{}
 	var mu sync.Mutex

@@ -76,7 +76,11 @@ func drain(t *testing.T, sub *subscription.Subscription, through varve.Position)
 
 func TestFilters(t *testing.T) {
 	t.Parallel()
-	s := newStore(t, true)
+	eachBackend(t, testFilters)
+}
+
+func testFilters(t *testing.T, open opener) {
+	s := open(t, varve.Config{PageSize: 4})
 	appendN(t, s, "order-1", "Placed", 2)
 	appendN(t, s, "user-1", "Joined", 1)
 	appendN(t, s, "order-2", "Paid", 1)
@@ -114,8 +118,12 @@ func TestFilters(t *testing.T) {
 
 func TestStart(t *testing.T) {
 	t.Parallel()
+	eachBackend(t, testStart)
+}
+
+func testStart(t *testing.T, open opener) {
 	ctx := context.Background()
-	s := newStore(t, true)
+	s := open(t, varve.Config{PageSize: 4})
 	appendN(t, s, "a", "E", 3)
 	mid, _ := s.LastPosition(ctx)
 	appendN(t, s, "b", "E", 2)
@@ -168,46 +176,48 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 }
 
 // TestLive: a caught-up subscription wakes up for new events, through the
-// backend's notification or by polling.
+// backend's notification, or by polling on a backend that cannot notify.
 func TestLive(t *testing.T) {
 	t.Parallel()
-	for _, watch := range []bool{true, false} {
-		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t, watch)
-			// A safety poll far longer than the test proves the wake-up.
-			maxPoll := time.Hour
-			if !watch {
-				maxPoll = 20 * time.Millisecond
-			}
-			sub, err := subscription.Open(context.Background(), s, subscription.Config{Name: "live", MaxPoll: maxPoll})
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := open(t, varve.Config{PageSize: 4})
+		// A safety poll far longer than the test proves the wake-up.
+		maxPoll := time.Hour
+		if !s.Features().Watch {
+			maxPoll = 20 * time.Millisecond
+		}
+		testLive(t, s, maxPoll)
+	})
+	t.Run("polling", func(t *testing.T) {
+		t.Parallel()
+		testLive(t, newStore(t, false), 20*time.Millisecond)
+	})
+}
+
+func testLive(t *testing.T, s *varve.Store, maxPoll time.Duration) {
+	sub, err := subscription.Open(context.Background(), s, subscription.Config{Name: "live", MaxPoll: maxPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := make(chan []string)
+	go func() {
+		var all []string
+		for len(all) < 3 {
+			b, err := sub.Next(ctx)
 			if err != nil {
-				t.Fatal(err)
+				t.Error(err)
+				break
 			}
-			if sub.DurableCheckpoints() {
-				t.Fatal("memory checkpoints reported durable")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			got := make(chan []string)
-			go func() {
-				var all []string
-				for len(all) < 3 {
-					b, err := sub.Next(ctx)
-					if err != nil {
-						t.Error(err)
-						break
-					}
-					all = append(all, ids(b.Events)...)
-				}
-				got <- all
-			}()
-			time.Sleep(30 * time.Millisecond) // let the reader catch up and wait
-			appendN(t, s, "live-1", "E", 3)
-			if g := <-got; !slices.Equal(g, []string{"live-1@1", "live-1@2", "live-1@3"}) {
-				t.Fatalf("got %v", g)
-			}
-		})
+			all = append(all, ids(b.Events)...)
+		}
+		got <- all
+	}()
+	time.Sleep(30 * time.Millisecond) // let the reader catch up and wait
+	appendN(t, s, "live-1", "E", 3)
+	if g := <-got; !slices.Equal(g, []string{"live-1@1", "live-1@2", "live-1@3"}) {
+		t.Fatalf("got %v", g)
 	}
 }
 
@@ -229,7 +239,11 @@ func TestNextHonoursContext(t *testing.T) {
 // the run before its event, and the next run resumes there.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	s := newStore(t, true)
+	eachBackend(t, testRun)
+}
+
+func testRun(t *testing.T, open opener) {
+	s := open(t, varve.Config{PageSize: 4})
 	appendN(t, s, "r", "E", 10)
 	ctx := context.Background()
 	boom := errors.New("boom")
@@ -279,5 +293,44 @@ func TestRun(t *testing.T) {
 	}
 	if want := []varve.Version{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(seen, want) {
 		t.Fatalf("handled %v, want %v", seen, want)
+	}
+}
+
+// TestCheckpointStore: which store keeps the checkpoint.
+func TestCheckpointStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	own := subscription.NewMemoryCheckpoints()
+	withCps := newStore(t, true)
+	for _, tc := range []struct {
+		name    string
+		store   *varve.Store
+		cps     varve.CheckpointStore
+		want    varve.CheckpointStore
+		durable bool
+	}{
+		{"the backend's", withCps, nil, withCps.Backend().(varve.CheckpointStore), withCps.Features().Durable},
+		{"configured", withCps, own, own, true},
+		{"none: memory", newStore(t, false), nil, nil, false},
+	} {
+		sub, err := subscription.Open(ctx, tc.store, subscription.Config{Name: "cps", Checkpoints: tc.cps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want != nil && sub.Checkpoints() != tc.want {
+			t.Errorf("%s: checkpoints kept in %T", tc.name, sub.Checkpoints())
+		}
+		if _, isMem := sub.Checkpoints().(*subscription.MemoryCheckpoints); tc.want == nil && !isMem {
+			t.Errorf("%s: checkpoints kept in %T, want memory", tc.name, sub.Checkpoints())
+		}
+		if sub.DurableCheckpoints() != tc.durable {
+			t.Errorf("%s: durable %v, want %v", tc.name, sub.DurableCheckpoints(), tc.durable)
+		}
+		if err := sub.SaveCheckpoint(ctx, varve.Position{Seq: 7}); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := sub.LoadCheckpoint(ctx); err != nil || !ok || p.Seq != 7 {
+			t.Errorf("%s: load %v %v %v", tc.name, p, ok, err)
+		}
 	}
 }
