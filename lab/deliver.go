@@ -324,6 +324,7 @@ func (s *timedSink) Deliver(ctx context.Context, d delivery.Delivery) error {
 // of their stream.
 type endpoint struct {
 	srv        *http.Server
+	served     chan struct{}
 	url        string
 	poison     int
 	latency    atomic.Int64
@@ -338,9 +339,12 @@ func startEndpoint(poison int) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: deliver-bench: listen: %w", err)
 	}
-	ep := &endpoint{url: "http://" + ln.Addr().String() + "/events", poison: poison, last: map[string]varve.Version{}}
+	ep := &endpoint{url: "http://" + ln.Addr().String() + "/events", poison: poison, last: map[string]varve.Version{}, served: make(chan struct{})}
 	ep.srv = &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second}
-	go ep.srv.Serve(ln)
+	go func() {
+		defer close(ep.served)
+		_ = ep.srv.Serve(ln)
+	}()
 	return ep, nil
 }
 
@@ -353,7 +357,10 @@ func (ep *endpoint) reset(latency time.Duration) {
 	ep.mu.Unlock()
 }
 
-func (ep *endpoint) close() { ep.srv.Close() }
+func (ep *endpoint) close() {
+	ep.srv.Close()
+	<-ep.served
+}
 
 func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
