@@ -51,7 +51,7 @@ func rootCmd() *cobra.Command {
 		}
 		return nil
 	}
-	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), matrixCmd(), soakCmd())
+	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
 	return root
 }
 

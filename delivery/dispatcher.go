@@ -1,0 +1,804 @@
+package delivery
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/subscription"
+)
+
+// Ordering is the order in which a dispatcher delivers events.
+type Ordering uint8
+
+const (
+	// PerStream delivers the events of a stream in version order, at most
+	// one at a time; events of different streams run concurrently.
+	PerStream Ordering = iota
+	// Unordered delivers any event as soon as a worker is free.
+	Unordered
+)
+
+func (o Ordering) String() string {
+	switch o {
+	case PerStream:
+		return "per-stream"
+	case Unordered:
+		return "none"
+	}
+	return fmt.Sprintf("Ordering(%d)", uint8(o))
+}
+
+// ParseOrdering parses "per-stream" or "none".
+func ParseOrdering(s string) (Ordering, error) {
+	switch s {
+	case "per-stream", "stream":
+		return PerStream, nil
+	case "none", "unordered":
+		return Unordered, nil
+	}
+	return 0, fmt.Errorf("delivery: ordering %q: want per-stream or none: %w", s, varve.ErrInvalidArgument)
+}
+
+// RetryPolicy says how often and how long a failing event is retried
+// before it is parked. The zero value gives the defaults.
+type RetryPolicy struct {
+	// MaxAttempts parks an event after this many failed attempts; default
+	// 10, negative for no limit (then set MaxAge).
+	MaxAttempts int
+	// MaxAge parks an event whose next attempt would start later than this
+	// after its first; 0 for no limit.
+	MaxAge time.Duration
+	// InitialBackoff is the delay before the second attempt; each later
+	// delay doubles, up to MaxBackoff. Defaults 100ms and 30s.
+	InitialBackoff, MaxBackoff time.Duration
+	// Jitter takes a random fraction of up to Jitter off each delay, so that
+	// retries of many events spread out; default 0.2, negative for none.
+	Jitter float64
+}
+
+// Defaults of a [Config].
+const (
+	DefaultConcurrency        = 16
+	DefaultMaxAttempts        = 10
+	DefaultInitialBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff         = 30 * time.Second
+	DefaultJitter             = 0.2
+	DefaultAttemptTimeout     = 30 * time.Second
+	DefaultCheckpointInterval = time.Second
+	DefaultParkedPollInterval = 5 * time.Second
+	DefaultDrainTimeout       = 10 * time.Second
+	// DefaultWindowPerWorker sizes the default window: 64 pending events
+	// per worker, at least 1,024.
+	DefaultWindowPerWorker = 64
+)
+
+// Config configures a [Dispatcher]. The zero value gives the defaults.
+type Config struct {
+	// Concurrency is the number of deliveries that may run at once (C).
+	Concurrency int
+	// Ordering is PerStream (default) or Unordered.
+	Ordering Ordering
+	// Window bounds the events read but not yet delivered or parked; the
+	// reader waits while it is full (it may overshoot by one page). Default
+	// 64 per worker, at least 1,024. Delivered events cost nothing, however
+	// far the checkpoint lags behind them.
+	Window int
+	// Retry is the retry policy.
+	Retry RetryPolicy
+	// AttemptTimeout bounds one delivery attempt; default 30s, negative
+	// for none. A watchdog enforces it, to within an eighth of it (at most
+	// a second), so that attempts need no timer of their own; sinks such as
+	// the webhook have their own, precise timeouts.
+	AttemptTimeout time.Duration
+	// CheckpointInterval is how often the checkpoint is saved when it moved;
+	// default 1s. It is also saved when Run returns.
+	CheckpointInterval time.Duration
+	// ParkedPollInterval is how often the parked store is read to learn
+	// that parked events were replayed or skipped, so that their streams
+	// flow again; default 5s.
+	ParkedPollInterval time.Duration
+	// DrainTimeout bounds how long Run waits, once its context ends, for
+	// the deliveries in flight; then their contexts are cancelled, and Run
+	// waits for the sinks to return. Default 10s.
+	DrainTimeout time.Duration
+	// Parked keeps the parked events; default NewParked on the
+	// subscription's store and name.
+	Parked *Parked
+	// Logger logs parked events and failures; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Concurrency < 0 || c.Window < 0 || c.CheckpointInterval < 0 || c.ParkedPollInterval < 0 ||
+		c.DrainTimeout < 0 || c.Retry.InitialBackoff < 0 || c.Retry.MaxBackoff < 0 || c.Retry.MaxAge < 0 || c.Retry.Jitter > 1 {
+		return c, fmt.Errorf("delivery: config: %w: negative value or jitter above 1", varve.ErrInvalidArgument)
+	}
+	if c.Ordering > Unordered {
+		return c, fmt.Errorf("delivery: config: %w: ordering %v", varve.ErrInvalidArgument, c.Ordering)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Window == 0 {
+		c.Window = max(1024, DefaultWindowPerWorker*c.Concurrency)
+	}
+	r := &c.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.MaxAttempts < 0 && r.MaxAge == 0 {
+		return c, fmt.Errorf("delivery: config: %w: no limit on attempts nor age", varve.ErrInvalidArgument)
+	}
+	if r.InitialBackoff == 0 {
+		r.InitialBackoff = DefaultInitialBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = DefaultMaxBackoff
+	}
+	r.MaxBackoff = max(r.MaxBackoff, r.InitialBackoff)
+	if r.Jitter == 0 {
+		r.Jitter = DefaultJitter
+	}
+	r.Jitter = max(r.Jitter, 0)
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.ParkedPollInterval == 0 {
+		c.ParkedPollInterval = DefaultParkedPollInterval
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// backoff returns the delay after the attempt-th failed attempt.
+func (r RetryPolicy) backoff(attempt int, rnd *rand.Rand) time.Duration {
+	d := r.InitialBackoff
+	for i := 1; i < attempt && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.MaxBackoff)
+	if r.Jitter > 0 {
+		d -= time.Duration(rnd.Float64() * r.Jitter * float64(d))
+	}
+	return d
+}
+
+// Stats are a dispatcher's counters.
+type Stats struct {
+	// Read counts the events read that passed the subscription's filters.
+	Read uint64
+	// Delivered counts events the sink took; Parked those given up on.
+	Delivered, Parked uint64
+	// Attempts counts delivery attempts; Retries the failed ones that were
+	// scheduled again.
+	Attempts, Retries uint64
+	// InFlight is the number of attempts running; Pending the events read
+	// and not yet delivered or parked (the window in use).
+	InFlight, Pending int
+	// ParkedStreams counts the streams held back by a parked event
+	// (PerStream mode).
+	ParkedStreams int
+	// Checkpoint is the end of the contiguous prefix of delivered or parked
+	// events; Saved is the checkpoint last persisted.
+	Checkpoint, Saved varve.Position
+}
+
+var errAttemptTimeout = errors.New("delivery: attempt timed out")
+
+// ErrStopped is returned by [Dispatcher.WaitFor] once Run has returned.
+var ErrStopped = errors.New("delivery: dispatcher stopped")
+
+// Dispatcher delivers the events of a subscription to a sink, many at once.
+// See the package documentation for its model.
+type Dispatcher struct {
+	sub    *subscription.Subscription
+	sink   Sink
+	cfg    Config
+	parked *Parked
+	log    *slog.Logger
+
+	started atomic.Bool
+	stopped chan struct{}
+
+	read, delivered, parkedN, attempts, retries atomic.Uint64
+	inFlight, pending, parkedStreams            atomic.Int64
+
+	mu         sync.Mutex
+	checkpoint varve.Position
+	saved      varve.Position
+	advanced   chan struct{} // closed when the checkpoint moves; nil when nobody waits
+}
+
+// New returns a dispatcher of the subscription's events to sink. It starts
+// nothing: call Run.
+func New(sub *subscription.Subscription, sink Sink, cfg Config) (*Dispatcher, error) {
+	if sub == nil || sink == nil {
+		return nil, fmt.Errorf("delivery: new dispatcher: %w: nil subscription or sink", varve.ErrInvalidArgument)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{sub: sub, sink: sink, cfg: cfg, parked: cfg.Parked, log: cfg.Logger, stopped: make(chan struct{})}
+	if d.parked == nil {
+		d.parked = NewParked(sub.Store(), sub.Name())
+	}
+	d.log = d.log.With("subscription", sub.Name())
+	d.checkpoint = sub.Position()
+	d.saved = d.checkpoint
+	return d, nil
+}
+
+// Parked returns the store of the dispatcher's parked events.
+func (d *Dispatcher) Parked() *Parked { return d.parked }
+
+// Stats returns the dispatcher's counters.
+func (d *Dispatcher) Stats() Stats {
+	d.mu.Lock()
+	cp, saved := d.checkpoint, d.saved
+	d.mu.Unlock()
+	return Stats{
+		Read: d.read.Load(), Delivered: d.delivered.Load(), Parked: d.parkedN.Load(),
+		Attempts: d.attempts.Load(), Retries: d.retries.Load(),
+		InFlight: int(d.inFlight.Load()), Pending: int(d.pending.Load()), ParkedStreams: int(d.parkedStreams.Load()),
+		Checkpoint: cp, Saved: saved,
+	}
+}
+
+// WaitFor blocks until every event up to pos is delivered or parked (the
+// checkpoint in memory reached pos), ctx ends, or Run returns.
+func (d *Dispatcher) WaitFor(ctx context.Context, pos varve.Position) error {
+	for {
+		d.mu.Lock()
+		if !d.checkpoint.Less(pos) {
+			d.mu.Unlock()
+			return nil
+		}
+		if d.advanced == nil {
+			d.advanced = make(chan struct{})
+		}
+		ch := d.advanced
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.stopped:
+			d.mu.Lock()
+			reached := !d.checkpoint.Less(pos)
+			d.mu.Unlock()
+			if reached {
+				return nil
+			}
+			return ErrStopped
+		}
+	}
+}
+
+func (d *Dispatcher) publish(cp varve.Position) {
+	d.mu.Lock()
+	d.checkpoint = cp
+	if d.advanced != nil {
+		close(d.advanced)
+		d.advanced = nil
+	}
+	d.mu.Unlock()
+}
+
+// flush saves the checkpoint if it moved since the last save.
+func (d *Dispatcher) flush(ctx context.Context) error {
+	d.mu.Lock()
+	cp, saved := d.checkpoint, d.saved
+	d.mu.Unlock()
+	if cp == saved {
+		return nil
+	}
+	if err := d.sub.SaveCheckpoint(ctx, cp); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.saved = cp
+	d.mu.Unlock()
+	return nil
+}
+
+type feedBatch struct {
+	items   []*item
+	through varve.Position
+}
+
+type result struct {
+	it      *item
+	err     error
+	version varve.Version // of the parked stream, after a park
+}
+
+type unblock struct {
+	stream  string
+	version varve.Version // of the parked stream when it was seen resolved
+}
+
+// Run reads the subscription and delivers its events until ctx ends, then
+// waits for the deliveries in flight (up to DrainTimeout), saves the
+// checkpoint and returns nil. It returns an error when the subscription
+// cannot be read any more (the store was closed, say), also after saving
+// the checkpoint. Run may be called once.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if !d.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("delivery: %w: Run called twice", varve.ErrInvalidArgument)
+	}
+	defer close(d.stopped)
+	c := &coordinator{d: d, streams: map[string]*streamQueue{}, lastRead: d.sub.Position(), published: d.sub.Position(),
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	parkedSt := newParkedState()
+	if err := d.parked.load(ctx, parkedSt); err != nil {
+		return fmt.Errorf("delivery: start %q: %w", d.sub.Name(), err)
+	}
+	if d.cfg.Ordering == PerStream {
+		for stream := range parkedSt.perStream {
+			c.streams[stream] = &streamQueue{name: stream, blocked: true, parkedVersion: parkedSt.version}
+		}
+		d.parkedStreams.Store(int64(len(parkedSt.perStream)))
+	}
+
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	deliverCtx, stopDelivering := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDelivering()
+	ch := channels{
+		feed:    make(chan feedBatch),
+		readErr: make(chan error, 1),
+		work:    make(chan job),
+		results: make(chan result, d.cfg.Concurrency),
+		unblock: make(chan unblock),
+	}
+	var workers sync.WaitGroup
+	workers.Go(func() { d.reader(readCtx, ch.feed, ch.readErr) })
+	ws := make([]*worker, d.cfg.Concurrency)
+	for i := range ws {
+		w := &worker{base: deliverCtx}
+		ws[i] = w
+		workers.Go(func() {
+			for j := range ch.work {
+				r := d.attempt(w.begin(), j)
+				w.end()
+				ch.results <- r
+			}
+		})
+	}
+	maintStop := make(chan struct{})
+	var maint sync.WaitGroup
+	maint.Go(func() { d.maintain(deliverCtx, parkedSt, ws, ch.unblock, maintStop) })
+
+	err := c.loop(ctx, ch, stopReading, stopDelivering)
+
+	stopReading()
+	close(ch.work)
+	workers.Wait()
+	close(maintStop)
+	maint.Wait()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if ferr := d.flush(fctx); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("delivery: final checkpoint: %w", ferr))
+	}
+	return err
+}
+
+// reader feeds the coordinator with the subscription's events.
+func (d *Dispatcher) reader(ctx context.Context, feed chan<- feedBatch, readErr chan<- error) {
+	var seq uint64
+	prev := d.sub.Position()
+	own := d.parked.Stream()
+	backoff := 10 * time.Millisecond
+	for {
+		b, err := d.sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, varve.ErrClosed) || errors.Is(err, varve.ErrInvalidArgument) {
+				readErr <- err
+				return
+			}
+			d.log.Warn("delivery: read failed, retrying", "err", err, "in", backoff)
+			if sleep(ctx, backoff) != nil {
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		items := make([]*item, 0, len(b.Events))
+		for i := range b.Events {
+			if b.Events[i].Stream == own {
+				prev = b.Events[i].Position
+				continue // never deliver our own parked records (SystemStreams)
+			}
+			items = append(items, &item{ev: b.Events[i], seq: seq, prev: prev, readyIdx: -1, retryIdx: -1})
+			seq++
+			prev = b.Events[i].Position
+		}
+		prev = b.Through
+		select {
+		case feed <- feedBatch{items: items, through: b.Through}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// job is what a worker gets: an item, which the worker only reads, and the
+// number of the attempt.
+type job struct {
+	it      *item
+	attempt int
+}
+
+// attempt runs one job: a delivery or a park. It runs on a worker.
+func (d *Dispatcher) attempt(ctx context.Context, j job) (r result) {
+	it := j.it
+	r.it = it
+	defer func() {
+		if p := recover(); p != nil {
+			r.err = fmt.Errorf("delivery: sink panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	if it.park {
+		r.version, r.err = d.parked.Park(ctx, it.record)
+		return r
+	}
+	r.err = d.sink.Deliver(ctx, Delivery{
+		Subscription: d.sub.Name(), Event: it.ev, Attempt: j.attempt, Key: Key(d.sub.Name(), it.ev.Position),
+	})
+	if r.err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errAttemptTimeout) {
+			r.err = fmt.Errorf("%w: %w", cause, r.err)
+		}
+	}
+	return r
+}
+
+// maintain saves the checkpoint periodically and learns which parked streams
+// were resolved.
+func (d *Dispatcher) maintain(ctx context.Context, st *parkedState, ws []*worker, unblocks chan<- unblock, stop <-chan struct{}) {
+	cpTick := time.NewTicker(d.cfg.CheckpointInterval)
+	defer cpTick.Stop()
+	var watchdog <-chan time.Time
+	if d.cfg.AttemptTimeout > 0 {
+		t := time.NewTicker(watchdogTick(d.cfg.AttemptTimeout))
+		defer t.Stop()
+		watchdog = t.C
+	}
+	timeout := fmt.Errorf("%w after %v", errAttemptTimeout, d.cfg.AttemptTimeout)
+	parkTick := time.NewTicker(d.cfg.ParkedPollInterval)
+	defer parkTick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-watchdog:
+			for _, w := range ws {
+				w.expire(now.Add(-d.cfg.AttemptTimeout), timeout)
+			}
+		case <-cpTick.C:
+			sctx, cancel := context.WithTimeout(ctx, max(d.cfg.CheckpointInterval, 5*time.Second))
+			if err := d.flush(sctx); err != nil {
+				d.log.Warn("delivery: save checkpoint failed, retrying at the next tick", "err", err)
+			}
+			cancel()
+		case <-parkTick.C:
+			if d.cfg.Ordering != PerStream {
+				continue
+			}
+			st.touched = map[string]bool{}
+			if err := d.parked.load(ctx, st); err != nil {
+				d.log.Warn("delivery: read parked events failed", "err", err)
+				continue
+			}
+			for stream := range st.touched {
+				if st.perStream[stream] > 0 {
+					continue
+				}
+				select {
+				case unblocks <- unblock{stream: stream, version: st.version}:
+				case <-stop:
+					return
+				}
+			}
+		}
+	}
+}
+
+type channels struct {
+	feed    chan feedBatch
+	readErr chan error
+	work    chan job
+	results chan result
+	unblock chan unblock
+}
+
+// coordinator owns the dispatcher's state while Run runs: the stream
+// queues, the ready and retry heaps and the list of pending events.
+type coordinator struct {
+	d       *Dispatcher
+	streams map[string]*streamQueue
+	ready   readyHeap
+	retries retryHeap
+
+	oldest, newest *item // pending items in read order
+	pending        int
+	inFlight       int
+	lastRead       varve.Position
+	published      varve.Position
+	rnd            *rand.Rand
+}
+
+func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDelivering context.CancelFunc) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var (
+		done     = ctx.Done()
+		stopping bool
+		drain    <-chan time.Time
+		fatal    error
+	)
+	stop := func() {
+		stopping, done = true, nil
+		stopReading()
+		drain = time.After(c.d.cfg.DrainTimeout)
+	}
+	for {
+		if stopping && c.inFlight == 0 {
+			return fatal
+		}
+		var feed <-chan feedBatch
+		if !stopping && c.pending < c.d.cfg.Window {
+			feed = ch.feed
+		}
+		var work chan<- job
+		var next job
+		if !stopping && len(c.ready) > 0 {
+			work, next = ch.work, job{it: c.ready[0], attempt: c.ready[0].attempts + 1}
+		}
+		var retryC <-chan time.Time
+		if len(c.retries) > 0 && !stopping {
+			retryC = timer.C
+		}
+		select {
+		case b := <-feed:
+			for _, it := range b.items {
+				c.add(it)
+			}
+			c.lastRead = b.through
+			c.advance()
+		case work <- next:
+			heap.Pop(&c.ready)
+			if it := next.it; !it.park {
+				it.attempts = next.attempt
+				if it.attempts == 1 {
+					it.first = time.Now()
+				}
+				c.d.attempts.Add(1)
+			}
+			c.inFlight++
+			c.d.inFlight.Store(int64(c.inFlight))
+		case r := <-ch.results:
+			c.inFlight--
+			c.d.inFlight.Store(int64(c.inFlight))
+			c.handle(r, stopping)
+		case <-retryC:
+			now := time.Now()
+			for len(c.retries) > 0 && !c.retries[0].due.After(now) {
+				heap.Push(&c.ready, heap.Pop(&c.retries))
+			}
+		case u := <-ch.unblock:
+			c.unblock(u)
+		case err := <-ch.readErr:
+			fatal = fmt.Errorf("delivery: %q stopped: %w", c.d.sub.Name(), err)
+			stop()
+		case <-done:
+			stop()
+		case <-drain:
+			drain = nil
+			stopDelivering()
+		}
+		if len(c.retries) > 0 {
+			timer.Reset(time.Until(c.retries[0].due))
+		}
+	}
+}
+
+// add takes a newly read item.
+func (c *coordinator) add(it *item) {
+	if c.newest == nil {
+		c.oldest = it
+	} else {
+		c.newest.newer, it.older = it, c.newest
+	}
+	c.newest = it
+	c.pending++
+	c.d.pending.Store(int64(c.pending))
+	c.d.read.Add(1)
+	if c.d.cfg.Ordering == Unordered {
+		heap.Push(&c.ready, it)
+		return
+	}
+	q := c.streams[it.ev.Stream]
+	if q == nil {
+		q = &streamQueue{name: it.ev.Stream}
+		c.streams[it.ev.Stream] = q
+	}
+	it.q = q
+	q.pending = append(q.pending, it)
+	if q.current == nil {
+		c.startNext(q)
+	}
+}
+
+// startNext makes the next pending event of q ready.
+func (c *coordinator) startNext(q *streamQueue) {
+	if len(q.pending) == 0 {
+		q.current, q.pending = nil, nil
+		if !q.blocked {
+			delete(c.streams, q.name)
+		}
+		return
+	}
+	it := q.pending[0]
+	q.pending[0] = nil
+	q.pending = q.pending[1:]
+	q.current = it
+	if q.blocked {
+		c.toPark(it, ReasonStreamParked)
+		return
+	}
+	heap.Push(&c.ready, it)
+}
+
+func (c *coordinator) toPark(it *item, reason string) {
+	it.park = true
+	it.record = ParkedEvent{
+		Subscription: c.d.sub.Name(), Stream: it.ev.Stream, Version: it.ev.Version, Position: it.ev.Position,
+		EventID: it.ev.ID, Type: it.ev.Type, Attempts: it.attempts, Reason: reason,
+		FirstAttempt: it.first, ParkedAt: time.Now().UTC(),
+	}
+	if it.lastErr != nil {
+		it.record.Error = it.lastErr.Error()
+	}
+	heap.Push(&c.ready, it)
+}
+
+func (c *coordinator) handle(r result, stopping bool) {
+	it := r.it
+	switch {
+	case r.err == nil && it.park:
+		c.d.parkedN.Add(1)
+		level := slog.LevelWarn
+		if it.record.Reason == ReasonStreamParked {
+			level = slog.LevelDebug
+		}
+		c.d.log.Log(context.Background(), level, "delivery: event parked", "stream", it.ev.Stream, "version", it.ev.Version,
+			"position", it.ev.Position, "reason", it.record.Reason, "attempts", it.attempts, "err", it.record.Error)
+		if q := it.q; q != nil {
+			if !q.blocked {
+				c.d.parkedStreams.Add(1)
+			}
+			q.blocked = true
+			q.parkedVersion = r.version
+		}
+		c.done(it)
+	case r.err == nil:
+		c.d.delivered.Add(1)
+		c.done(it)
+	case stopping && errors.Is(r.err, context.Canceled):
+		// Cut short by the shutdown: the event stays pending and is read
+		// again after a restart.
+	case it.park:
+		// The store failed to keep the record: try again, never drop it.
+		c.d.log.Warn("delivery: parking failed, retrying", "stream", it.ev.Stream, "version", it.ev.Version, "err", r.err)
+		c.retryAt(it, time.Now().Add(c.d.cfg.Retry.backoff(2, c.rnd)))
+	default:
+		it.lastErr = r.err
+		if IsPermanent(r.err) {
+			c.toPark(it, ReasonRejected)
+			return
+		}
+		pol := c.d.cfg.Retry
+		delay := pol.backoff(it.attempts, c.rnd)
+		if after := retryAfter(r.err); after > 0 {
+			delay = after
+		}
+		due := time.Now().Add(delay)
+		if pol.MaxAttempts > 0 && it.attempts >= pol.MaxAttempts || pol.MaxAge > 0 && due.Sub(it.first) > pol.MaxAge {
+			c.toPark(it, ReasonExhausted)
+			return
+		}
+		c.d.retries.Add(1)
+		c.d.log.Debug("delivery: attempt failed, retrying", "stream", it.ev.Stream, "version", it.ev.Version,
+			"attempt", it.attempts, "in", delay, "err", r.err)
+		c.retryAt(it, due)
+	}
+}
+
+func (c *coordinator) retryAt(it *item, due time.Time) {
+	it.due = due
+	heap.Push(&c.retries, it)
+}
+
+// done retires a delivered or parked item.
+func (c *coordinator) done(it *item) {
+	if it.older == nil {
+		c.oldest = it.newer
+	} else {
+		it.older.newer = it.newer
+	}
+	if it.newer == nil {
+		c.newest = it.older
+	} else {
+		it.newer.older = it.older
+	}
+	it.older, it.newer = nil, nil
+	c.pending--
+	c.d.pending.Store(int64(c.pending))
+	if q := it.q; q != nil {
+		it.q = nil
+		c.startNext(q)
+	}
+	c.advance()
+}
+
+// advance publishes the end of the contiguous prefix of retired items.
+func (c *coordinator) advance() {
+	cp := c.lastRead
+	if c.oldest != nil {
+		cp = c.oldest.prev
+	}
+	if cp != c.published {
+		c.published = cp
+		c.d.publish(cp)
+	}
+}
+
+// unblock lets a stream flow again once its parked events were resolved,
+// unless it parked another event since the parked stream was read.
+func (c *coordinator) unblock(u unblock) {
+	q := c.streams[u.stream]
+	if q == nil || !q.blocked || q.parkedVersion > u.version || q.current != nil && q.current.park {
+		return
+	}
+	q.blocked = false
+	c.d.parkedStreams.Add(-1)
+	c.d.log.Info("delivery: parked stream resolved, delivering it again", "stream", q.name)
+	if q.current == nil {
+		delete(c.streams, q.name)
+	}
+}

@@ -1,0 +1,82 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/subscription"
+)
+
+func Example() {
+	ctx := context.Background()
+	store, _ := varve.New(memory.New(), varve.Config{})
+	defer store.Close()
+	res, _ := store.Append(ctx, "order-1", varve.NoStream,
+		varve.Event{Type: "OrderPlaced"}, varve.Event{Type: "OrderPaid"})
+
+	sub, err := subscription.Open(ctx, store, subscription.Config{Name: "emails"})
+	if err != nil {
+		panic(err)
+	}
+	sink := delivery.SinkFunc(func(ctx context.Context, d delivery.Delivery) error {
+		fmt.Println(d.Key, d.Event.Stream, d.Event.Version, d.Event.Type)
+		return nil
+	})
+	d, err := delivery.New(sub, sink, delivery.Config{Concurrency: 8, Ordering: delivery.PerStream})
+	if err != nil {
+		panic(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- d.Run(runCtx) }()
+
+	if err := d.WaitFor(ctx, res.Position); err != nil {
+		panic(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		panic(err)
+	}
+	fmt.Println("checkpoint", d.Stats().Saved)
+	// Output:
+	// emails:1 order-1 1 OrderPlaced
+	// emails:2 order-1 2 OrderPaid
+	// checkpoint 2
+}
+
+func ExampleNewWebhook() {
+	hook, err := delivery.NewWebhook(delivery.WebhookConfig{
+		URL:            "https://hooks.example.com/orders",
+		Secret:         []byte("shared secret"),
+		Timeout:        5 * time.Second,
+		MaxConcurrency: 32,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer hook.Close()
+	// Pass hook as the sink of delivery.New.
+}
+
+func ExampleVerifyWebhook() {
+	secret := []byte("shared secret")
+	http.HandleFunc("/orders", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "read failed", http.StatusServiceUnavailable) // retried
+			return
+		}
+		if err := delivery.VerifyWebhook(secret, r.Header, body, 5*time.Minute); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized) // parked
+			return
+		}
+		// Drop a redelivery by r.Header.Get("Idempotency-Key"), handle the
+		// delivery.Payload in body, then answer 2xx.
+	})
+}

@@ -1,0 +1,29 @@
+// Package subscription follows the global log of a [varve.Store]: a catch-up
+// read from a starting point, then a live tail, optionally filtered by
+// stream, stream prefix (category) or event type, with named checkpoints.
+//
+// A [Subscription] reads $all page by page with [varve.Store.ReadAllPage].
+// Once a read comes back short it is caught up and waits for new events: on
+// a backend that declares [varve.Features.Watch] it blocks on
+// [varve.Watcher.Watch] (LISTEN/NOTIFY, a JetStream consumer or an
+// in-process signal, whatever the backend does), with a slow safety poll in
+// case a wake-up is lost; on other backends it polls with a backoff that
+// starts at [Config.MinPoll] and doubles up to [Config.MaxPoll].
+//
+// Checkpoints are kept in the backend when it declares
+// [varve.Features.Checkpoints] (a table, a KV bucket, a map), in the
+// [varve.CheckpointStore] of [Config.Checkpoints] when one is given, and
+// otherwise in process memory: such a subscription says so with
+// [Subscription.DurableCheckpoints] and starts afresh after a restart.
+//
+// Streams whose id begins with "$" are the store's own (for example the
+// parked events of package delivery) and are skipped unless
+// [Config.SystemStreams] is set.
+//
+// # Concurrency model
+//
+// A Subscription is a pull-based reader: it starts no goroutine and is used
+// by one goroutine at a time ([Subscription.Next], [Subscription.Run]).
+// Saving and loading checkpoints is safe from any goroutine. For concurrent,
+// ordered delivery of a subscription's events, see package delivery.
+package subscription

@@ -1,0 +1,381 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/varve-go/varve"
+)
+
+// From says where a subscription starts reading.
+type From uint8
+
+const (
+	// FromCheckpointOrBeginning resumes after the saved checkpoint, or reads
+	// the whole log when there is none. It is the default.
+	FromCheckpointOrBeginning From = iota
+	// FromCheckpointOrEnd resumes after the saved checkpoint, or starts at
+	// the end of the log (only new events) when there is none.
+	FromCheckpointOrEnd
+	// FromBeginning reads the whole log, whatever the checkpoint says.
+	FromBeginning
+	// FromEnd reads only events committed after the subscription opens.
+	FromEnd
+	// FromPosition reads the events after [Config.Position].
+	FromPosition
+)
+
+func (f From) String() string {
+	switch f {
+	case FromCheckpointOrBeginning:
+		return "checkpoint-or-beginning"
+	case FromCheckpointOrEnd:
+		return "checkpoint-or-end"
+	case FromBeginning:
+		return "beginning"
+	case FromEnd:
+		return "end"
+	case FromPosition:
+		return "position"
+	}
+	return fmt.Sprintf("From(%d)", uint8(f))
+}
+
+// MaxNameLen bounds a subscription name, so that names derived from it (such
+// as the parked stream of package delivery) are valid stream ids.
+const MaxNameLen = 200
+
+// Defaults of a [Config].
+const (
+	DefaultMinPoll = 10 * time.Millisecond
+	DefaultMaxPoll = time.Second
+)
+
+// Config configures a [Subscription]. Only Name is required.
+type Config struct {
+	// Name identifies the subscription: the key of its checkpoint. 1..200
+	// bytes of UTF-8.
+	Name string
+	// Start says where to start; by default after the saved checkpoint, or
+	// at the beginning of the log.
+	Start From
+	// Position is the position after which FromPosition starts.
+	Position varve.Position
+
+	// Stream, when set (and not "$all"), keeps only the events of that
+	// stream. The subscription still reads the global log, so a
+	// subscription to one stream of a large log reads all of it once.
+	Stream string
+	// StreamPrefixes, when not empty, keeps only events of streams whose id
+	// starts with one of them (a category such as "order-").
+	StreamPrefixes []string
+	// EventTypes, when not empty, keeps only events of these types.
+	EventTypes []string
+	// SystemStreams keeps the events of streams whose id begins with "$".
+	SystemStreams bool
+
+	// PageSize is how many events one read asks for; default the store's
+	// page size.
+	PageSize int
+	// MinPoll and MaxPoll bound the polling interval of a caught-up
+	// subscription on a backend that cannot notify (defaults 10ms and 1s).
+	// With notifications, MaxPoll is the safety poll in case one is lost.
+	MinPoll, MaxPoll time.Duration
+
+	// Checkpoints keeps the checkpoint. Nil means the backend's
+	// [varve.CheckpointStore] when it declares one, else process memory.
+	Checkpoints varve.CheckpointStore
+}
+
+// Batch is what one read of the log gave.
+type Batch struct {
+	// Events are the events that passed the filters, in position order. The
+	// slice is reused by the next call of Next; copy what you keep.
+	Events []varve.RecordedEvent
+	// Through is the position of the last event read, filtered out or not:
+	// once Events are handled, the subscription's checkpoint may move to it.
+	Through varve.Position
+}
+
+// Subscription reads the global log from a starting point, then follows it.
+type Subscription struct {
+	store       *varve.Store
+	cfg         Config
+	cps         varve.CheckpointStore
+	durable     bool
+	watcher     varve.Watcher
+	types       map[string]struct{}
+	start       varve.Position
+	pos         varve.Position
+	buf, out    []varve.RecordedEvent
+	resumedFrom bool
+}
+
+// Open resolves the subscription's checkpoint store and starting position.
+func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, error) {
+	if store == nil {
+		return nil, fmt.Errorf("subscription: open: nil store: %w", varve.ErrInvalidArgument)
+	}
+	if err := checkConfig(&cfg, store); err != nil {
+		return nil, fmt.Errorf("subscription: open %q: %w", cfg.Name, err)
+	}
+	s := &Subscription{store: store, cfg: cfg, cps: cfg.Checkpoints, durable: true}
+	if s.cps == nil {
+		if cs, ok := store.Backend().(varve.CheckpointStore); ok && store.Features().Checkpoints {
+			s.cps, s.durable = cs, store.Features().Durable
+		} else {
+			s.cps, s.durable = NewMemoryCheckpoints(), false
+		}
+	}
+	if w, ok := store.Backend().(varve.Watcher); ok && store.Features().Watch {
+		s.watcher = w
+	}
+	if len(cfg.EventTypes) > 0 {
+		s.types = make(map[string]struct{}, len(cfg.EventTypes))
+		for _, t := range cfg.EventTypes {
+			s.types[t] = struct{}{}
+		}
+	}
+	start, resumed, err := s.startPosition(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("subscription: open %q: %w", cfg.Name, err)
+	}
+	s.start, s.pos, s.resumedFrom = start, start, resumed
+	return s, nil
+}
+
+func checkConfig(cfg *Config, store *varve.Store) error {
+	if n := len(cfg.Name); n == 0 || n > MaxNameLen || !utf8.ValidString(cfg.Name) {
+		return fmt.Errorf("%w: name must be 1..%d bytes of UTF-8", varve.ErrInvalidArgument, MaxNameLen)
+	}
+	if cfg.Start > FromPosition {
+		return fmt.Errorf("%w: start %v", varve.ErrInvalidArgument, cfg.Start)
+	}
+	if cfg.Stream == varve.AllStream {
+		cfg.Stream = ""
+	}
+	if cfg.PageSize < 0 || cfg.MinPoll < 0 || cfg.MaxPoll < 0 {
+		return fmt.Errorf("%w: negative page size or poll interval", varve.ErrInvalidArgument)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = store.Config().PageSize
+	}
+	if cfg.MinPoll == 0 {
+		cfg.MinPoll = DefaultMinPoll
+	}
+	if cfg.MaxPoll == 0 {
+		cfg.MaxPoll = DefaultMaxPoll
+	}
+	if cfg.MaxPoll < cfg.MinPoll {
+		cfg.MaxPoll = cfg.MinPoll
+	}
+	return nil
+}
+
+func (s *Subscription) startPosition(ctx context.Context) (pos varve.Position, resumed bool, err error) {
+	switch s.cfg.Start {
+	case FromBeginning:
+		return varve.Start, false, nil
+	case FromPosition:
+		return s.cfg.Position, false, nil
+	case FromEnd:
+		pos, err = s.store.LastPosition(ctx)
+		return pos, false, err
+	}
+	pos, ok, err := s.LoadCheckpoint(ctx)
+	switch {
+	case err != nil:
+		return pos, false, err
+	case ok:
+		return pos, true, nil
+	case s.cfg.Start == FromCheckpointOrEnd:
+		pos, err = s.store.LastPosition(ctx)
+		return pos, false, err
+	}
+	return varve.Start, false, nil
+}
+
+// Name returns the subscription's name.
+func (s *Subscription) Name() string { return s.cfg.Name }
+
+// Store returns the store the subscription reads.
+func (s *Subscription) Store() *varve.Store { return s.store }
+
+// StartPosition returns the position the subscription started after, and
+// whether it came from a saved checkpoint.
+func (s *Subscription) StartPosition() (pos varve.Position, resumed bool) {
+	return s.start, s.resumedFrom
+}
+
+// Position returns the position of the last event read.
+func (s *Subscription) Position() varve.Position { return s.pos }
+
+// DurableCheckpoints reports whether the checkpoint survives a restart of
+// the process: false when it is kept in memory.
+func (s *Subscription) DurableCheckpoints() bool { return s.durable }
+
+// Checkpoints returns the store that keeps the subscription's checkpoint.
+func (s *Subscription) Checkpoints() varve.CheckpointStore { return s.cps }
+
+// SaveCheckpoint saves pos as the subscription's checkpoint: everything up
+// to pos was handled.
+func (s *Subscription) SaveCheckpoint(ctx context.Context, pos varve.Position) error {
+	if err := s.cps.SaveCheckpoint(ctx, s.cfg.Name, pos); err != nil {
+		return fmt.Errorf("subscription %q: save checkpoint %v: %w", s.cfg.Name, pos, err)
+	}
+	return nil
+}
+
+// LoadCheckpoint returns the saved checkpoint; ok is false if there is none.
+func (s *Subscription) LoadCheckpoint(ctx context.Context) (pos varve.Position, ok bool, err error) {
+	pos, ok, err = s.cps.LoadCheckpoint(ctx, s.cfg.Name)
+	if err != nil {
+		return pos, false, fmt.Errorf("subscription %q: load checkpoint: %w", s.cfg.Name, err)
+	}
+	return pos, ok, nil
+}
+
+// Next reads the next page of the log, waiting for new events when the
+// subscription is caught up. The batch's Events may be empty when every
+// event read was filtered out; its Through position has moved on all the
+// same. Next returns the context's error when ctx ends while it waits.
+func (s *Subscription) Next(ctx context.Context) (Batch, error) {
+	poll := s.cfg.MinPoll
+	for {
+		b, ok, err := s.read(ctx)
+		if err != nil || ok {
+			return b, err
+		}
+		var wake <-chan struct{}
+		wait := poll
+		if s.watcher != nil {
+			// Ask for the wake-up before reading again, so that a commit
+			// between the two reads is not missed.
+			wake = s.watcher.Watch()
+			if b, ok, err = s.read(ctx); err != nil || ok {
+				return b, err
+			}
+			wait = s.cfg.MaxPoll
+		} else {
+			poll = min(2*poll, s.cfg.MaxPoll)
+		}
+		if err := sleep(ctx, wake, wait); err != nil {
+			return Batch{}, err
+		}
+	}
+}
+
+func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-t.C:
+	}
+	return nil
+}
+
+// read reads one page; ok is false when there was nothing new.
+func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
+	page, err := s.store.ReadAllPage(ctx, s.pos, s.cfg.PageSize, s.buf[:0])
+	s.buf = page
+	if err != nil {
+		return Batch{}, false, fmt.Errorf("subscription %q: read after %v: %w", s.cfg.Name, s.pos, err)
+	}
+	if len(page) == 0 {
+		return Batch{}, false, nil
+	}
+	out := s.out[:0]
+	for i := range page {
+		if s.match(&page[i]) {
+			out = append(out, page[i])
+		}
+	}
+	s.pos = page[len(page)-1].Position
+	clear(page) // the events were copied to out; drop the references
+	s.out = out
+	return Batch{Events: out, Through: s.pos}, true, nil
+}
+
+func (s *Subscription) match(e *varve.RecordedEvent) bool {
+	if !s.cfg.SystemStreams && strings.HasPrefix(e.Stream, "$") {
+		return false
+	}
+	if s.cfg.Stream != "" && e.Stream != s.cfg.Stream {
+		return false
+	}
+	if len(s.cfg.StreamPrefixes) > 0 {
+		found := false
+		for _, p := range s.cfg.StreamPrefixes {
+			if strings.HasPrefix(e.Stream, p) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if s.types != nil {
+		if _, ok := s.types[e.Type]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Handler handles one event of a subscription.
+type Handler func(ctx context.Context, e varve.RecordedEvent) error
+
+// Run calls h for each event, one at a time in position order, and saves
+// the checkpoint after each batch. When h fails, Run saves the checkpoint
+// of the events handled before and returns h's error; the failed event is
+// read again by the next Run. Run returns nil when ctx ends. For many
+// deliveries at once, use package delivery.
+func (s *Subscription) Run(ctx context.Context, h Handler) error {
+	saved := s.pos
+	save := func(pos varve.Position) error {
+		if pos == saved {
+			return nil
+		}
+		// The batch is handled: save it even when ctx has just ended.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := s.SaveCheckpoint(sctx, pos); err != nil {
+			return err
+		}
+		saved = pos
+		return nil
+	}
+	for {
+		b, err := s.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil
+			}
+			return err
+		}
+		last := saved // every event up to the batch's start was handled
+		for _, e := range b.Events {
+			if err := h(ctx, e); err != nil {
+				// The events between last and e are read and filtered
+				// again by the next Run; resuming after last loses nothing.
+				s.pos = last
+				if serr := save(last); serr != nil {
+					return errors.Join(err, serr)
+				}
+				return fmt.Errorf("subscription %q: handle %s@%d (position %v): %w", s.cfg.Name, e.Stream, e.Version, e.Position, err)
+			}
+			last = e.Position
+		}
+		if err := save(b.Through); err != nil {
+			return err
+		}
+	}
+}
