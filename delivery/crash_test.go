@@ -32,11 +32,13 @@ var crashKills = flag.Int("delivery.crashes", 20, "how many times TestCrash SIGK
 // crashEnv carries the child's configuration (JSON) to TestCrashChild.
 const crashEnv = "VARVE_DELIVERY_CRASH_CHILD"
 
-// crashConfig configures the child of TestCrash. Store and Checkpoints can
-// be overridden with VARVE_CRASH_STORE (a store URL in which "{dir}" stands
-// for the test's temporary directory, such as sqlite:///{dir}/crash.db; it
-// must name a fresh store) and VARVE_CRASH_CHECKPOINTS ("store" for the
-// backend's checkpoint store, "file:{dir}" by default).
+// crashConfig configures the child of TestCrash. By default the child's
+// store is a SQLite file that survives its kills and the checkpoints are
+// kept in it. VARVE_CRASH_STORE overrides the store (a URL in which "{dir}"
+// stands for the test's temporary directory; it must name a fresh store;
+// "memory:" makes the child refill a memory store deterministically) and
+// VARVE_CRASH_CHECKPOINTS the checkpoints ("store", or "file:{dir}" for a
+// file of their own).
 type crashConfig struct {
 	Store       string        `json:"store"`       // store URL; the child fills the store if it is empty
 	Checkpoints string        `json:"checkpoints"` // "file:<dir>" or "store"
@@ -58,7 +60,7 @@ type crashConfig struct {
 func TestCrash(t *testing.T) {
 	dir := t.TempDir()
 	cfg := crashConfig{
-		Store: "memory:", Checkpoints: "file:" + dir, Log: filepath.Join(dir, "deliveries.log"),
+		Store: "sqlite://" + filepath.ToSlash(dir) + "/crash.db", Checkpoints: "store", Log: filepath.Join(dir, "deliveries.log"),
 		Events: max(3000, 100*(*crashKills)), Streams: 30, Seed: 42, Concurrency: 8, Window: 256, Interval: 10 * time.Millisecond,
 	}
 	if v := os.Getenv("VARVE_CRASH_STORE"); v != "" {

@@ -4,30 +4,30 @@ import (
 	"testing"
 
 	"github.com/varve-go/varve"
-	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/internal/teststore"
 )
 
 // opener gives a fresh store, isolated from every other test's.
 type opener func(t testing.TB, cfg varve.Config) *varve.Store
 
 // testBackends are the backends that the backend-dependent tests (live
-// tails, checkpoints, parking) run on. Add SQLite, PostgreSQL and NATS here
-// as they land, with an opener that gives each call its own file, schema or
-// subject prefix.
-var testBackends = []struct {
+// tails, checkpoints, parking) run on, each store fresh and isolated.
+var testBackends = func() []struct {
 	name string
 	open opener
-}{
-	{"memory", func(t testing.TB, cfg varve.Config) *varve.Store {
-		t.Helper()
-		s, err := varve.New(memory.New(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
-}
+} {
+	var out []struct {
+		name string
+		open opener
+	}
+	for _, k := range teststore.Kinds {
+		out = append(out, struct {
+			name string
+			open opener
+		}{k.Name, func(t testing.TB, cfg varve.Config) *varve.Store { t.Helper(); return k.Open(t, cfg) }})
+	}
+	return out
+}()
 
 // eachBackend runs f as a parallel subtest per backend.
 func eachBackend(t *testing.T, f func(t *testing.T, open opener)) {

@@ -1,0 +1,93 @@
+// Package teststore opens fresh, isolated stores on every backend for the
+// tests of packages above the store (aggregate, subscription, delivery): a
+// new memory backend, a SQLite file in the test's temporary directory, a
+// PostgreSQL schema of its own that is dropped when the test ends. Server
+// backends find their server through internal/testenv, so a missing server
+// skips the test, or fails it with CI=true.
+package teststore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/backend/postgres"
+	"github.com/varve-go/varve/backend/sqlite"
+	"github.com/varve-go/varve/internal/testenv"
+)
+
+// Kind is a backend tests can run on.
+type Kind struct {
+	Name string
+	// Backend opens a new, empty backend of this kind; the caller closes it
+	// (the test's cleanup also does, and drops what the backend created).
+	Backend func(t testing.TB) varve.Backend
+}
+
+// Kinds are every backend the upper packages' tests run on.
+var Kinds = []Kind{
+	{"memory", func(testing.TB) varve.Backend { return memory.New() }},
+	{"sqlite", SQLite},
+	{"postgres", Postgres},
+}
+
+// Open opens a store of the kind with cfg, closed when the test ends.
+func (k Kind) Open(t testing.TB, cfg varve.Config) *varve.Store {
+	t.Helper()
+	s, err := varve.New(k.Backend(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// SQLite opens a SQLite backend on a new file in the test's temporary
+// directory.
+func SQLite(t testing.TB) varve.Backend {
+	t.Helper()
+	b, err := sqlite.New(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "varve.db")})
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// Postgres opens a PostgreSQL backend in a schema of its own, dropped when
+// the test ends.
+func Postgres(t testing.TB) varve.Backend {
+	t.Helper()
+	cfg, err := postgres.ParseURL(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	cfg.Schema = "varve_t_" + hex.EncodeToString(id[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := postgres.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	// A second backend drops the schema: the test may have closed the first.
+	t.Cleanup(func() {
+		_ = b.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cfg.NoMigrate = true
+		if d, err := postgres.New(ctx, cfg); err == nil {
+			if err := d.Drop(ctx); err != nil {
+				t.Errorf("drop test schema %s: %v", cfg.Schema, err)
+			}
+			_ = d.Close()
+		}
+	})
+	return b
+}
