@@ -56,6 +56,7 @@ type appendOp struct {
 	chunks    []uint64 // sequences of the chunks published for this append
 	orphans   bool     // the chunks are not referenced by a stored commit
 	idSuffix  string   // set when the original message id is taken by events no longer stored
+	searched  bool     // the history was searched for the first id
 }
 
 func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
@@ -88,6 +89,14 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 				continue
 			}
 			return a.conflict(ctx, h)
+		}
+		if (req.Expected == varve.Any || req.Expected == varve.StreamExists) && !a.searched && !a.fresh() && h.exists() {
+			// An old id: a retry from beyond the dedupe window would
+			// append the events again. Look for them first.
+			a.searched = true
+			if res, ok, err := a.searchHistory(ctx, h, true); err != nil || ok {
+				return res, err
+			}
 		}
 		ack, st, err := a.publish(ctx, h)
 		if err != nil {
@@ -247,25 +256,44 @@ func (a *appendOp) findOriginal(ctx context.Context, h head) (varve.AppendResult
 	case ack.Error.ErrCode != errWrongLastMsgID:
 		return varve.AppendResult{}, false, fmt.Errorf("dedupe probe: %w", ack.Error)
 	}
+	if a.fresh() {
+		return varve.AppendResult{}, false, nil
+	}
+	return a.searchHistory(ctx, h, false)
+}
+
+// fresh reports whether the first event id is a UUIDv7 younger than the
+// dedupe window: the server knows every message id that recent, so no
+// stored append with it can be missed by its dedupe check.
+func (a *appendOp) fresh() bool {
+	t, ok := v7Time(a.req.Events[0].ID)
+	return ok && time.Since(t) < a.b.cfg.DuplicateWindow-freshMargin
+}
+
+// searchHistory scans the stream's current incarnation, up to h, for the
+// commit that holds the first event id. For a UUIDv7 id the scan starts
+// at the id's time; other ids are searched from the incarnation's start,
+// unless v7Only.
+func (a *appendOp) searchHistory(ctx context.Context, h head, v7Only bool) (varve.AppendResult, bool, error) {
+	b := a.b
 	if !h.exists() {
 		return varve.AppendResult{}, false, nil
 	}
 	first := a.req.Events[0].ID
 	start := scanStart{seq: h.incarnation() + 1}
 	if t, ok := v7Time(first); ok {
-		if time.Since(t) < b.cfg.DuplicateWindow-freshMargin {
-			return varve.AppendResult{}, false, nil
-		}
 		start.time = t.Add(-freshMargin)
+	} else if v7Only {
+		return varve.AppendResult{}, false, nil
 	}
 	var found rawMsg
-	err = b.scan(ctx, a.subj, start, func(m scanMsg) (bool, error) {
+	err := b.scan(ctx, a.subj, start, func(m scanMsg) (bool, error) {
 		if m.seq > h.seq {
 			return false, nil
 		}
 		st, err := getState(m.data)
 		if err != nil || !st.isCommit() || st.incarnation != h.incarnation() {
-			return err == nil, err
+			return err == nil && m.seq < h.seq, err
 		}
 		p, err := b.payload(ctx, m.rawMsg, st)
 		if err != nil {
@@ -275,7 +303,7 @@ func (a *appendOp) findOriginal(ctx context.Context, h head) (varve.AppendResult
 			found = m.rawMsg
 			return false, err
 		}
-		return true, nil
+		return m.seq < h.seq, nil
 	})
 	if err != nil {
 		return varve.AppendResult{}, false, fmt.Errorf("search history for event %s: %w", first, err)
