@@ -156,6 +156,7 @@ func (a *appendOp) publish(ctx context.Context, h head) (pubAck, state, error) {
 		created:     h.st.created,
 		updated:     now,
 		incarnation: h.incarnation(),
+		prev:        h.seq,
 	}
 	if h.st.kind != kindDeleted {
 		st.floor = h.st.floor

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type Backend struct {
 	apiPrefix string // "$JS.API."
 
 	maxPayload int
+	batchGets  atomic.Bool // the server answers batched direct gets (2.11+)
 	requests   atomic.Uint64
 	closed     atomic.Bool
 
@@ -93,6 +95,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("nats: jetstream context: %w", err)
 	}
 	b.maxPayload = int(b.nc.MaxPayload())
+	b.batchGets.Store(versionAtLeast(b.nc.ConnectedServerVersion(), 2, 11))
 	if err := b.ensureStream(ctx); err != nil {
 		b.closeConn()
 		return nil, err
@@ -336,6 +339,9 @@ func (b *Backend) getNext(ctx context.Context, seq uint64, subject string) (rawM
 
 // purge removes the messages of subject with sequences below before.
 func (b *Backend) purge(ctx context.Context, subject string, before uint64) error {
+	if before <= 1 {
+		return nil // server 2.9 reads a purge below 1 as a purge of everything
+	}
 	var resp struct {
 		Success bool      `json:"success"`
 		Error   *apiError `json:"error"`
@@ -382,6 +388,8 @@ var errStalled = errors.New("consumer delivery stalled")
 type scanStart struct {
 	seq  uint64
 	time time.Time
+	// want is how many messages the scan expects to need, 0 if unknown.
+	want int
 }
 
 // scanMsg is one message delivered to a scan.
@@ -390,14 +398,126 @@ type scanMsg struct {
 	pending uint64 // messages after this one that match the filter
 }
 
-const scanWindow = 256 // messages in flight per scan
+const scanWindow = 256 // messages in flight per consumer scan
+
+// idleHeartbeat is how long a consumer scan waits, once messages stop,
+// before the server tells it that nothing is left to deliver.
+const idleHeartbeat = 100 * time.Millisecond
 
 // scan delivers the messages of filter from start, in stream order, to fn
 // until fn returns false or the messages that existed when the scan began
-// are exhausted. It reads with a short-lived push consumer that is flow
-// controlled (ack all, scanWindow in flight) and deleted before scan
-// returns: nothing is left on the server.
-func (b *Backend) scan(ctx context.Context, filter string, start scanStart, fn func(scanMsg) (bool, error)) (err error) {
+// are exhausted. Servers from 2.11 on answer batched direct gets; older
+// ones are read with a consumer.
+func (b *Backend) scan(ctx context.Context, filter string, start scanStart, fn func(scanMsg) (bool, error)) error {
+	if b.batchGets.Load() {
+		err := b.scanBatch(ctx, filter, start, fn)
+		if !errors.Is(err, errNoBatch) {
+			return err
+		}
+		b.batchGets.Store(false)
+	}
+	return b.scanConsumer(ctx, filter, start, fn)
+}
+
+// errNoBatch: the server answered a batched direct get with one plain
+// message, as servers before 2.11 do; nothing was delivered to fn yet.
+var errNoBatch = errors.New("server does not support batched direct gets")
+
+// maxBatch bounds the messages of one batched direct get.
+const maxBatch = 1024
+
+// scanBatch reads with batched direct gets: one request per batch of up to
+// maxBatch messages, no server state.
+func (b *Backend) scanBatch(ctx context.Context, filter string, start scanStart, fn func(scanMsg) (bool, error)) error {
+	if b.closed.Load() {
+		return varve.ErrClosed
+	}
+	inbox := b.nc.NewInbox()
+	ch := make(chan *natsgo.Msg, maxBatch+8)
+	sub, err := b.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	stall := time.NewTimer(b.cfg.RequestTimeout)
+	defer stall.Stop()
+	seq, at := max(start.seq, 1), start.time
+	batch := maxBatch
+	if start.want > 0 {
+		batch = min(start.want, maxBatch)
+	}
+	delivered := false
+request:
+	for {
+		req := struct {
+			Seq       uint64     `json:"seq,omitempty"`
+			NextFor   string     `json:"next_by_subj"`
+			Batch     int        `json:"batch"`
+			StartTime *time.Time `json:"start_time,omitempty"`
+		}{Seq: seq, NextFor: filter, Batch: batch}
+		if !at.IsZero() {
+			req.Seq, req.StartTime, at = 0, &at, time.Time{}
+		}
+		data, err := json.Marshal(req)
+		if err != nil {
+			return err
+		}
+		b.requests.Add(1)
+		if err := b.nc.PublishRequest(b.apiDirect, inbox, data); err != nil {
+			return fmt.Errorf("batched direct get: %w", err)
+		}
+		for {
+			stall.Reset(b.cfg.RequestTimeout)
+			var m *natsgo.Msg
+			select {
+			case m = <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-stall.C:
+				return fmt.Errorf("batched direct get on %s: no reply for %v: %w", filter, b.cfg.RequestTimeout, errStalled)
+			}
+			switch status := m.Header.Get("Status"); status {
+			case "":
+			case "404":
+				return nil
+			case "204": // end of batch
+				if m.Header.Get("Nats-Num-Pending") == "0" {
+					return nil
+				}
+				last, err := strconv.ParseUint(m.Header.Get("Nats-Last-Sequence"), 10, 64)
+				if err != nil || last < seq {
+					return fmt.Errorf("batched direct get on %s: bad end of batch %v", filter, m.Header)
+				}
+				seq, batch = last+1, maxBatch
+				continue request
+			default:
+				return fmt.Errorf("batched direct get on %s: status %s %s", filter, status, m.Header.Get("Description"))
+			}
+			pendingHdr := m.Header.Get("Nats-Num-Pending")
+			if pendingHdr == "" {
+				if !delivered {
+					return errNoBatch
+				}
+				return fmt.Errorf("batched direct get on %s: reply without pending count", filter)
+			}
+			mseq, err1 := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+			pending, err2 := strconv.ParseUint(pendingHdr, 10, 64)
+			if err1 != nil || err2 != nil {
+				return fmt.Errorf("batched direct get on %s: bad headers %v", filter, m.Header)
+			}
+			delivered = true
+			more, err := fn(scanMsg{rawMsg{seq: mseq, subject: m.Header.Get("Nats-Subject"), data: m.Data}, pending})
+			if err != nil || !more || pending == 0 {
+				return err
+			}
+		}
+	}
+}
+
+// scanConsumer reads with a short-lived push consumer that is flow
+// controlled (ack all, scanWindow in flight) and deleted before it returns:
+// nothing is left on the server.
+func (b *Backend) scanConsumer(ctx context.Context, filter string, start scanStart, fn func(scanMsg) (bool, error)) (err error) {
 	if b.closed.Load() {
 		return varve.ErrClosed
 	}
@@ -418,6 +538,7 @@ func (b *Backend) scan(ctx context.Context, filter string, start scanStart, fn f
 		FilterSubject:     filter,
 		ReplayPolicy:      "instant",
 		InactiveThreshold: 30 * time.Second,
+		IdleHeartbeat:     idleHeartbeat,
 		MemoryStorage:     true,
 		Replicas:          1,
 	}
@@ -466,6 +587,8 @@ func (b *Backend) scan(ctx context.Context, filter string, start scanStart, fn f
 	stall := time.NewTimer(b.cfg.RequestTimeout)
 	defer stall.Stop()
 	var dseq uint64
+	var last *natsgo.Msg // the latest message not acknowledged
+	active := time.Now() // of the last delivery
 	unacked := 0
 	for {
 		var m *natsgo.Msg
@@ -476,6 +599,23 @@ func (b *Backend) scan(ctx context.Context, filter string, start scanStart, fn f
 		case <-stall.C:
 			return fmt.Errorf("scan %s: no message for %v: %w", filter, b.cfg.RequestTimeout, errStalled)
 		}
+		if m.Header.Get("Status") == "100" {
+			// Idle heartbeat: the consumer has nothing to deliver. The
+			// pending count of the last message can be stale (messages
+			// purged meanwhile), so this, not pending, ends the scan.
+			// Unless it is waiting for an ack, or the heartbeat is one
+			// sent before the consumer began to deliver.
+			if time.Since(active) < idleHeartbeat/2 {
+				continue
+			}
+			if last == nil {
+				return nil
+			}
+			active = time.Now()
+			_ = last.Ack()
+			last, unacked = nil, 0
+			continue
+		}
 		md, err := m.Metadata()
 		if err != nil {
 			return fmt.Errorf("scan %s: %w", filter, err)
@@ -484,13 +624,15 @@ func (b *Backend) scan(ctx context.Context, filter string, start scanStart, fn f
 			return fmt.Errorf("scan %s: delivery %d after %d: %w", filter, md.Sequence.Consumer, dseq, errStalled)
 		}
 		dseq = md.Sequence.Consumer
+		active = time.Now()
 		more, err := fn(scanMsg{rawMsg{seq: md.Sequence.Stream, subject: m.Subject, data: m.Data}, md.NumPending})
 		if err != nil || !more || md.NumPending == 0 {
 			return err
 		}
+		last = m
 		if unacked++; unacked >= scanWindow/4 {
 			_ = m.Ack()
-			unacked = 0
+			unacked, last = 0, nil
 		}
 		stall.Reset(b.cfg.RequestTimeout)
 	}
@@ -507,6 +649,22 @@ type consumerConfig struct {
 	FilterSubject     string        `json:"filter_subject"`
 	ReplayPolicy      string        `json:"replay_policy"`
 	InactiveThreshold time.Duration `json:"inactive_threshold"`
+	IdleHeartbeat     time.Duration `json:"idle_heartbeat"`
 	MemoryStorage     bool          `json:"mem_storage"`
 	Replicas          int           `json:"num_replicas"`
+}
+
+// versionAtLeast reports whether a server version "major.minor.patch[-x]"
+// is at least major.minor.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

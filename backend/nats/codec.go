@@ -101,7 +101,7 @@ const (
 	kindTruncated byte = 5 // the floor moved up
 )
 
-const stateLen = 2 + 7*8
+const stateLen = 2 + 8*8
 
 // state is the stream's state as of one message of its subject.
 type state struct {
@@ -116,6 +116,10 @@ type state struct {
 	// last is the position of the stream's last event; markers carry it,
 	// commits derive it from their own sequence.
 	last varve.Position
+	// prev is the sequence of the subject's previous message (the expected
+	// last sequence the message was published with): stream reads walk
+	// back along it.
+	prev uint64
 }
 
 func (s state) isCommit() bool { return s.kind == kindCommit || s.kind == kindChunked }
@@ -131,6 +135,7 @@ func putState(b []byte, s state) {
 	le.PutUint64(b[34:], s.incarnation)
 	le.PutUint64(b[42:], s.last.Commit)
 	le.PutUint64(b[50:], s.last.Seq)
+	le.PutUint64(b[58:], s.prev)
 }
 
 var errCorrupt = errors.New("corrupt message")
@@ -148,6 +153,7 @@ func getState(b []byte) (state, error) {
 		updated:     int64(le.Uint64(b[26:])),
 		incarnation: le.Uint64(b[34:]),
 		last:        varve.Position{Commit: le.Uint64(b[42:]), Seq: le.Uint64(b[50:])},
+		prev:        le.Uint64(b[58:]),
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 func (b *Backend) publishMarker(ctx context.Context, subj string, h head, st state) (seq uint64, ok bool, err error) {
 	m := &natsgo.Msg{Subject: subj, Header: natsgo.Header{}, Data: make([]byte, stateLen)}
 	m.Header[hdrExpectLastSub] = []string{strconv.FormatUint(h.seq, 10)}
+	st.prev = h.seq
 	putState(m.Data, st)
 	ack, err := b.publish(ctx, m)
 	switch {

@@ -242,13 +242,78 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		if err != nil {
 			return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
 		}
-	} else if buf, err = b.scanStream(ctx, q.Stream, subj, h, lo, hi, buf); err != nil {
-		return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+	} else {
+		walked := false
+		if !b.batchGets.Load() && h.st.version-lo < walkMax {
+			buf, walked, err = b.walkBack(ctx, q.Stream, subj, h, m, lo, hi, buf)
+		}
+		if err == nil && !walked {
+			buf, err = b.scanStream(ctx, q.Stream, subj, h, lo, hi, buf)
+		}
+		if err != nil {
+			return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+		}
 	}
 	if q.Direction == varve.Backward {
 		slices.Reverse(buf[start:])
 	}
 	return buf, nil
+}
+
+// walkMax bounds the versions that a stream read collects by walking back
+// from the head, one direct get per commit; on servers without batched
+// direct gets, that beats a consumer (its create and delete take about
+// 1.3 ms here, a direct get 0.04-0.14 ms) for short tails.
+const walkMax = 16
+
+// walkBack collects the commits from the head back to the one holding lo,
+// following each message's prev sequence, and appends their events in
+// [lo, hi]. ok is false if the chain breaks (a concurrent truncation or
+// delete); the caller scans instead.
+func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m rawMsg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
+	var chain []rawMsg // newest first
+	cur, ch := m, h
+	for hops := 0; ; hops++ {
+		if ch.st.isCommit() {
+			if ch.st.incarnation != h.incarnation() {
+				return buf, false, nil
+			}
+			if ch.first <= hi {
+				chain = append(chain, cur)
+			}
+			if ch.first <= lo {
+				break
+			}
+		} else if ch.st.kind != kindTruncated {
+			return buf, false, nil
+		}
+		if ch.st.prev == 0 || hops > 2*walkMax {
+			return buf, false, nil
+		}
+		nm, found, err := b.getSeq(ctx, ch.st.prev)
+		if err != nil {
+			return buf, false, err
+		}
+		if !found || nm.subject != subj {
+			return buf, false, nil
+		}
+		if ch, err = parseHead(nm); err != nil {
+			return buf, false, err
+		}
+		cur = nm
+	}
+	start := len(buf)
+	for i := len(chain) - 1; i >= 0; i-- {
+		st, _ := getState(chain[i].data)
+		p, err := b.payload(ctx, chain[i], st)
+		if err == nil {
+			buf, err = emit(buf, p, stream, chain[i].seq, st, 0, lo, hi, start+int(hi-lo+1))
+		}
+		if err != nil {
+			return buf[:start], false, err
+		}
+	}
+	return buf, true, nil
 }
 
 // scanStream appends the events with versions lo..hi of the incarnation
@@ -257,7 +322,7 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 func (b *Backend) scanStream(ctx context.Context, stream, subj string, h head, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	inc := h.incarnation()
 	var last hint
-	err := b.scan(ctx, subj, scanStart{seq: b.scanHint(stream, inc, lo)}, func(m scanMsg) (bool, error) {
+	err := b.scan(ctx, subj, scanStart{seq: b.scanHint(stream, inc, lo), want: int(min(hi-lo+2, maxBatch))}, func(m scanMsg) (bool, error) {
 		st, err := getState(m.data)
 		if err != nil {
 			return false, fmt.Errorf("message %d: %w", m.seq, err)
@@ -299,7 +364,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if q.Limit <= 0 {
 		return buf, nil
 	}
-	err := b.scan(ctx, b.evPrefix+">", scanStart{seq: max64(q.After.Commit, 1)}, func(m scanMsg) (bool, error) {
+	err := b.scan(ctx, b.evPrefix+">", scanStart{seq: max64(q.After.Commit, 1), want: q.Limit + 1}, func(m scanMsg) (bool, error) {
 		st, err := getState(m.data)
 		if err != nil {
 			return false, fmt.Errorf("message %d: %w", m.seq, err)
@@ -365,7 +430,7 @@ func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
 			from = end - w
 		}
 		var last varve.Position
-		err := b.scan(ctx, b.evPrefix+">", scanStart{seq: from}, func(m scanMsg) (bool, error) {
+		err := b.scan(ctx, b.evPrefix+">", scanStart{seq: from, want: int(end - from + 1)}, func(m scanMsg) (bool, error) {
 			if m.seq >= end {
 				return false, nil
 			}
