@@ -281,7 +281,7 @@ func (a *appendOp) searchHistory(ctx context.Context, h head, v7Only bool) (varv
 		return varve.AppendResult{}, false, nil
 	}
 	first := a.req.Events[0].ID
-	start := scanStart{seq: h.incarnation() + 1}
+	start := scanStart{seq: h.incarnation() + 1, end: h.seq}
 	if t, ok := v7Time(first); ok {
 		start.time = t.Add(-freshMargin)
 	} else if v7Only {

@@ -390,6 +390,19 @@ type scanStart struct {
 	time time.Time
 	// want is how many messages the scan expects to need, 0 if unknown.
 	want int
+	// end, if not 0, is the sequence of the filter's last message when the
+	// scan began: the scan stops there. Without it, a scan ends when the
+	// server says nothing is pending; server 2.9 can say so too early for
+	// a wildcard filter after purges, so scans over $all pass end.
+	end uint64
+}
+
+// done reports whether a scan has seen the last message it must read.
+func (s scanStart) done(seq, pending uint64) bool {
+	if s.end != 0 {
+		return seq >= s.end
+	}
+	return pending == 0
 }
 
 // scanMsg is one message delivered to a scan.
@@ -507,7 +520,7 @@ request:
 			}
 			delivered = true
 			more, err := fn(scanMsg{rawMsg{seq: mseq, subject: m.Header.Get("Nats-Subject"), data: m.Data}, pending})
-			if err != nil || !more || pending == 0 {
+			if err != nil || !more || start.done(mseq, pending) {
 				return err
 			}
 		}
@@ -581,7 +594,7 @@ func (b *Backend) scanConsumer(ctx context.Context, filter string, start scanSta
 			err = fmt.Errorf("delete read consumer %s: %w", info.Name, derr)
 		}
 	}()
-	if info.NumPending == 0 && info.Delivered.Consumer == 0 {
+	if start.end == 0 && info.NumPending == 0 && info.Delivered.Consumer == 0 {
 		return nil
 	}
 	stall := time.NewTimer(b.cfg.RequestTimeout)
@@ -626,7 +639,7 @@ func (b *Backend) scanConsumer(ctx context.Context, filter string, start scanSta
 		dseq = md.Sequence.Consumer
 		active = time.Now()
 		more, err := fn(scanMsg{rawMsg{seq: md.Sequence.Stream, subject: m.Subject, data: m.Data}, md.NumPending})
-		if err != nil || !more || md.NumPending == 0 {
+		if err != nil || !more || start.done(md.Sequence.Stream, md.NumPending) {
 			return err
 		}
 		last = m

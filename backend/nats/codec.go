@@ -306,20 +306,26 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-// Snapshots are stored as version, schema version and time (8 bytes each)
-// followed by the data.
-func encodeSnapshot(s varve.Snapshot) []byte {
-	b := make([]byte, 24, 24+len(s.Data))
+// Snapshots are stored as version, schema version, time and the place of
+// the snapshot's version in the stream (incarnation, commit sequence and
+// its first version, zero if unknown), 8 bytes each, then the data.
+const snapshotHeader = 48
+
+func encodeSnapshot(s varve.Snapshot, at hint) []byte {
+	b := make([]byte, snapshotHeader, snapshotHeader+len(s.Data))
 	le := binary.LittleEndian
 	le.PutUint64(b, s.Version)
 	le.PutUint64(b[8:], uint64(int64(s.SchemaVersion)))
 	le.PutUint64(b[16:], uint64(nanos(s.TakenAt)))
+	le.PutUint64(b[24:], at.incarnation)
+	le.PutUint64(b[32:], at.seq)
+	le.PutUint64(b[40:], at.first)
 	return append(b, s.Data...)
 }
 
-func decodeSnapshot(stream string, b []byte) (varve.Snapshot, error) {
-	if len(b) < 24 {
-		return varve.Snapshot{}, fmt.Errorf("%w: short snapshot", errCorrupt)
+func decodeSnapshot(stream string, b []byte) (varve.Snapshot, hint, error) {
+	if len(b) < snapshotHeader {
+		return varve.Snapshot{}, hint{}, fmt.Errorf("%w: short snapshot", errCorrupt)
 	}
 	le := binary.LittleEndian
 	s := varve.Snapshot{
@@ -328,10 +334,11 @@ func decodeSnapshot(stream string, b []byte) (varve.Snapshot, error) {
 		SchemaVersion: int(int64(le.Uint64(b[8:]))),
 		TakenAt:       fromNanos(int64(le.Uint64(b[16:]))),
 	}
-	if len(b) > 24 {
-		s.Data = b[24:]
+	at := hint{incarnation: le.Uint64(b[24:]), seq: le.Uint64(b[32:]), first: le.Uint64(b[40:])}
+	if len(b) > snapshotHeader {
+		s.Data = b[snapshotHeader:]
 	}
-	return s, nil
+	return s, at, nil
 }
 
 // v7Time returns the creation time of a UUIDv7 id.

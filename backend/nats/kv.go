@@ -77,9 +77,13 @@ func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
 	if err := varve.CheckStreamID(s.Stream); err != nil {
 		return fmt.Errorf("nats: save snapshot: %w", err)
 	}
+	var at hint // where the snapshot's version is, if this backend knows
+	if h, ok := b.cachedHead(s.Stream); ok && h.st.isCommit() && h.first <= s.Version && s.Version <= h.st.version {
+		at = hint{incarnation: h.incarnation(), seq: h.seq, first: h.first}
+	}
 	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps)
 	if err == nil {
-		err = b.kvPut(ctx, kv, encodeID(s.Stream), encodeSnapshot(s))
+		err = b.kvPut(ctx, kv, encodeID(s.Stream), encodeSnapshot(s, at))
 	}
 	if err != nil {
 		return fmt.Errorf("nats: save snapshot of %q: %w", s.Stream, err)
@@ -103,9 +107,13 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 		}
 		return varve.Snapshot{}, false, err
 	}
-	s, err := decodeSnapshot(stream, v)
+	s, at, err := decodeSnapshot(stream, v)
 	if err != nil {
 		return varve.Snapshot{}, false, fmt.Errorf("nats: load snapshot of %q: %w", stream, err)
+	}
+	if at.seq != 0 {
+		// A read of the events after the snapshot starts at its commit.
+		b.rememberHint(stream, at)
 	}
 	return s, true, nil
 }

@@ -82,7 +82,11 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 			if h.st.isCommit() && h.first <= floor {
 				bound.seq, bound.first, bound.chunk = h.seq, h.first, firstChunk(m)
 			} else {
-				err := b.scan(ctx, subj, scanStart{seq: b.scanHint(stream, h.incarnation(), floor)}, func(m scanMsg) (bool, error) {
+				from, ok := b.hintFor(stream, h.incarnation(), floor)
+				if !ok {
+					from = h.incarnation() + 1
+				}
+				err := b.scan(ctx, subj, scanStart{seq: from, end: h.seq}, func(m scanMsg) (bool, error) {
 					ch, err := parseHead(m.rawMsg)
 					if err != nil {
 						return false, err
