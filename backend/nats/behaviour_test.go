@@ -460,3 +460,24 @@ func FuzzMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestDeleteRemovesSnapshot(t *testing.T) {
+	forModes(t, func(t *testing.T, m mode) {
+		s, b := m.store(t, testConfig(m.url, uniqueName("snapdel")))
+		if err := s.Delete(ctxT(t), "x", varve.Any); !errors.Is(err, varve.ErrStreamNotFound) {
+			t.Fatalf("delete of a missing stream: %v", err)
+		}
+		if _, err := s.Append(ctxT(t), "x", varve.NoStream, makeEvents(3, 1)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SaveSnapshot(ctxT(t), varve.Snapshot{Stream: "x", Version: 3, Data: []byte("s")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctxT(t), "x", varve.Exact(3)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := b.LoadSnapshot(ctxT(t), "x"); err != nil || ok {
+			t.Fatalf("snapshot of a deleted stream: ok=%v err=%v", ok, err)
+		}
+	})
+}

@@ -132,46 +132,53 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
-// BenchmarkLoadSave is an aggregate's command cycle over 100 aggregates of
-// 20 events (commits of 1-3 events):
+// BenchmarkLoadSave is an aggregate's command cycle, each workload on 100
+// aggregates of its own, created with 20 events in commits of 1-3 events
+// and a snapshot at their last version:
 //   - cached: the aggregate is in memory at version v; load reads the
-//     events after v (usually none), save appends at v.
+//     events after v (none: this process wrote them), save appends at v.
 //   - snapshot: nothing in memory; load reads the snapshot and the events
-//     after it, save appends and, every 10 versions, saves a snapshot.
-//   - replay: nothing in memory, no snapshot; load reads the whole stream.
+//     after it, save appends and, when the version is a multiple of 10,
+//     saves a snapshot (so 0-9 events follow the snapshot).
+//   - replay: nothing in memory, no snapshot used; load reads the whole
+//     stream (20 events and more).
 func BenchmarkLoadSave(b *testing.B) {
 	const aggregates = 100
 	for _, srv := range benchServers {
 		b.Run(srv.name, func(b *testing.B) {
 			s, be := benchBackend(b, srv.url(b))
 			ctx := context.Background()
-			versions := make([]varve.Version, aggregates)
-			id := func(i int) string { return "agg-" + strconv.Itoa(i) }
-			for i := range aggregates {
-				for versions[i] < 20 {
-					evs := make([]varve.Event, 1+int(versions[i])%3)
-					for j := range evs {
-						evs[j] = benchEvent()[0]
+			buf := make([]varve.RecordedEvent, 0, 512)
+			setup := func(b *testing.B, workload string) (func(int) string, []varve.Version) {
+				versions := make([]varve.Version, aggregates)
+				id := func(i int) string { return workload + "-" + strconv.Itoa(i) }
+				for i := range aggregates {
+					for versions[i] < 20 {
+						evs := make([]varve.Event, 1+int(versions[i])%3)
+						for j := range evs {
+							evs[j] = benchEvent()[0]
+						}
+						res, err := s.Append(ctx, id(i), varve.Exact(versions[i]), evs...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						versions[i] = res.LastVersion
 					}
-					res, err := s.Append(ctx, id(i), varve.Exact(versions[i]), evs...)
-					if err != nil {
+					if err := be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(i), Version: versions[i], Data: make([]byte, 200)}); err != nil {
 						b.Fatal(err)
 					}
-					versions[i] = res.LastVersion
 				}
-				if err := be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(i), Version: versions[i], Data: make([]byte, 200)}); err != nil {
-					b.Fatal(err)
-				}
+				return id, versions
 			}
-			buf := make([]varve.RecordedEvent, 0, 512)
-			save := func(i int) {
-				res, err := s.Append(ctx, id(i), varve.Exact(versions[i]), benchEvent()...)
+			save := func(b *testing.B, stream string, v *varve.Version) {
+				res, err := s.Append(ctx, stream, varve.Exact(*v), benchEvent()...)
 				if err != nil {
 					b.Fatal(err)
 				}
-				versions[i] = res.LastVersion
+				*v = res.LastVersion
 			}
 			b.Run("cached", func(b *testing.B) {
+				id, versions := setup(b, "cached")
 				req := be.Requests()
 				i := 0
 				for b.Loop() {
@@ -180,12 +187,13 @@ func BenchmarkLoadSave(b *testing.B) {
 					if err != nil || len(page) != 0 {
 						b.Fatalf("catch up: %d events, %v", len(page), err)
 					}
-					save(agg)
+					save(b, id(agg), &versions[agg])
 					i++
 				}
 				reportRequests(b, be, req)
 			})
 			b.Run("snapshot", func(b *testing.B) {
+				id, versions := setup(b, "snapshot")
 				req := be.Requests()
 				i := 0
 				for b.Loop() {
@@ -198,7 +206,7 @@ func BenchmarkLoadSave(b *testing.B) {
 					if err != nil || snap.Version+uint64(len(page)) != versions[agg] {
 						b.Fatalf("load after snapshot: %d events, %v", len(page), err)
 					}
-					save(agg)
+					save(b, id(agg), &versions[agg])
 					if versions[agg]%10 == 0 {
 						if err := be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(agg), Version: versions[agg], Data: make([]byte, 200)}); err != nil {
 							b.Fatal(err)
@@ -209,6 +217,7 @@ func BenchmarkLoadSave(b *testing.B) {
 				reportRequests(b, be, req)
 			})
 			b.Run("replay", func(b *testing.B) {
+				id, versions := setup(b, "replay")
 				req := be.Requests()
 				i := 0
 				for b.Loop() {
@@ -217,7 +226,7 @@ func BenchmarkLoadSave(b *testing.B) {
 					if err != nil || uint64(len(page)) != versions[agg] {
 						b.Fatalf("replay: %d events, %v", len(page), err)
 					}
-					save(agg)
+					save(b, id(agg), &versions[agg])
 					i++
 				}
 				reportRequests(b, be, req)

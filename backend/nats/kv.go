@@ -10,8 +10,9 @@ import (
 	"github.com/varve-go/varve"
 )
 
-// bucket opens the key-value bucket, creating it on first use.
-func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyValue) (jetstream.KeyValue, error) {
+// bucket opens the key-value bucket, creating it on first use unless
+// !create; without create, a missing bucket gives nil and no error.
+func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyValue, create bool) (jetstream.KeyValue, error) {
 	b.kvMu.Lock()
 	defer b.kvMu.Unlock()
 	if *slot != nil {
@@ -22,6 +23,9 @@ func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyVa
 	}
 	b.requests.Add(1)
 	kv, err := b.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && !create {
+		return nil, nil
+	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		storage := jetstream.FileStorage
 		if b.cfg.MemoryStorage {
@@ -81,7 +85,7 @@ func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
 	if h, ok := b.cachedHead(s.Stream); ok && h.st.isCommit() && h.first <= s.Version && s.Version <= h.st.version {
 		at = hint{incarnation: h.incarnation(), seq: h.seq, first: h.first}
 	}
-	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps)
+	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps, true)
 	if err == nil {
 		err = b.kvPut(ctx, kv, encodeID(s.Stream), encodeSnapshot(s, at))
 	}
@@ -96,7 +100,7 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 	if err := varve.CheckStreamID(stream); err != nil {
 		return varve.Snapshot{}, false, fmt.Errorf("nats: load snapshot: %w", err)
 	}
-	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps)
+	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps, true)
 	if err != nil {
 		return varve.Snapshot{}, false, fmt.Errorf("nats: load snapshot of %q: %w", stream, err)
 	}
@@ -121,8 +125,8 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 // deleteSnapshot removes the snapshot of a deleted stream, so that a new
 // stream of the same name never starts from it.
 func (b *Backend) deleteSnapshot(ctx context.Context, stream string) error {
-	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps)
-	if err != nil {
+	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps, false)
+	if err != nil || kv == nil {
 		return err
 	}
 	b.requests.Add(1)
@@ -137,7 +141,7 @@ func (b *Backend) SaveCheckpoint(ctx context.Context, name string, pos varve.Pos
 	if name == "" {
 		return fmt.Errorf("nats: save checkpoint: empty name: %w", varve.ErrInvalidArgument)
 	}
-	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts)
+	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts, true)
 	if err == nil {
 		err = b.kvPut(ctx, kv, encodeID(name), []byte(pos.String()))
 	}
@@ -152,7 +156,7 @@ func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Positi
 	if name == "" {
 		return varve.Start, false, fmt.Errorf("nats: load checkpoint: empty name: %w", varve.ErrInvalidArgument)
 	}
-	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts)
+	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts, true)
 	if err != nil {
 		return varve.Start, false, fmt.Errorf("nats: load checkpoint %q: %w", name, err)
 	}
