@@ -45,7 +45,17 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if len(a.chunks) > 0 && (err != nil || a.orphans) {
 		a.dropChunks(ctx)
 	}
+	if err != nil && !isOutcome(err) && ctx.Err() == nil {
+		err = fmt.Errorf("nats: append to %q: %w", req.Stream, err)
+	}
 	return res, err
+}
+
+// isOutcome reports whether err is an answer about the stream rather than
+// a failure to get one.
+func isOutcome(err error) bool {
+	return errors.Is(err, varve.ErrWrongExpectedVersion) || errors.Is(err, varve.ErrStreamDeleted) ||
+		errors.Is(err, varve.ErrDuplicateEvent) || errors.Is(err, varve.ErrClosed)
 }
 
 type appendOp struct {

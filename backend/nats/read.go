@@ -164,15 +164,15 @@ func (b *Backend) payload(ctx context.Context, m rawMsg, st state) ([]byte, erro
 }
 
 // emit decodes the events of a commit and appends to buf those with index
-// >= minIdx and version in [lo, hi], until buf holds max events.
-func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, st state, minIdx int, lo, hi varve.Version, max int) ([]varve.RecordedEvent, error) {
+// >= minIdx and version in [lo, hi], until buf holds until events.
+func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, st state, minIdx int, lo, hi varve.Version, until int) ([]varve.RecordedEvent, error) {
 	r, err := newEventReader(payload)
 	if err != nil {
 		return buf, fmt.Errorf("commit %d: %w", seq, err)
 	}
 	first := st.version - uint64(r.n) + 1
 	at := fromNanos(st.updated)
-	for i := 0; r.n > 0 && len(buf) < max; i++ {
+	for i := 0; r.n > 0 && len(buf) < until; i++ {
 		v := first + uint64(i)
 		if v > hi {
 			break
@@ -409,11 +409,11 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if err := b.refreshFloors(ctx); err != nil {
 		return buf, fmt.Errorf("nats: read $all: %w", err)
 	}
-	start, max := len(buf), len(buf)+q.Limit
+	start, end := len(buf), len(buf)+q.Limit
 	if q.Limit <= 0 {
 		return buf, nil
 	}
-	from := scanStart{seq: max64(q.After.Commit, 1), want: q.Limit + 1}
+	from := scanStart{seq: max(q.After.Commit, 1), want: q.Limit + 1}
 	if !b.batchGets.Load() {
 		last, found, err := b.getLast(ctx, b.evPrefix+">")
 		if err != nil {
@@ -444,22 +444,15 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		if err != nil {
 			return false, err
 		}
-		if buf, err = emit(buf, p, stream, m.seq, st, minIdx, b.floorOf(m.seq), st.version, max); err != nil {
+		if buf, err = emit(buf, p, stream, m.seq, st, minIdx, b.floorOf(m.seq), st.version, end); err != nil {
 			return false, err
 		}
-		return len(buf) < max, nil
+		return len(buf) < end, nil
 	})
 	if err != nil {
 		return buf[:start], fmt.Errorf("nats: read $all: %w", err)
 	}
 	return buf, nil
-}
-
-func max64(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // LastPosition implements varve.Backend.
