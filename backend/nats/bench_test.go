@@ -1,0 +1,274 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/testenv"
+)
+
+// Benchmarks run against the machine's server (Debian's 2.9) and the
+// in-process current release, file storage, one stream per benchmark. The
+// baseline, measured in the same run, is a raw synchronous JetStream
+// publish of one message of the size of one encoded event; compare the
+// ns/op of the varve benchmarks with it. req/op is the number of server
+// round trips per operation (RequestCounter).
+
+const benchEventSize = 100
+
+type benchServer struct {
+	name string
+	url  func(b *testing.B) string
+}
+
+var benchServers = []benchServer{
+	{"machine", func(b *testing.B) string { return testenv.NATSURL(b) }},
+	{"embedded", func(*testing.B) string { return embeddedURL }},
+}
+
+// benchBackend opens a backend on a stream of its own, deleted at the end.
+func benchBackend(b *testing.B, url string) (*varve.Store, *Backend) {
+	b.Helper()
+	cfg := testConfig(url, uniqueName("bench"))
+	s, be := mode{}.store(b, cfg)
+	return s, be
+}
+
+func reportRequests(b *testing.B, be *Backend, before uint64) {
+	b.ReportMetric(float64(be.Requests()-before)/float64(b.N), "req/op")
+}
+
+func benchEvent() []varve.Event {
+	return []varve.Event{{Type: "Bench", Data: make([]byte, benchEventSize)}}
+}
+
+// BenchmarkPublish is the baseline: jetstream.Publish of one message, and
+// the same with the two headers varve sets on a commit.
+func BenchmarkPublish(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			_, be := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			data := make([]byte, benchEventSize+stateLen+24)
+			subj := be.evPrefix + "raw"
+			b.Run("raw", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := be.js.Publish(ctx, subj, data); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("raw+headers", func(b *testing.B) {
+				var last uint64
+				i := 0
+				for b.Loop() {
+					m := &natsgo.Msg{Subject: subj + "h", Data: data, Header: natsgo.Header{}}
+					m.Header.Set(hdrMsgID, strconv.Itoa(i))
+					m.Header.Set(hdrExpectLastSub, strconv.FormatUint(last, 10))
+					ack, err := be.js.PublishMsg(ctx, m)
+					if err != nil {
+						b.Fatal(err)
+					}
+					last = ack.Sequence
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAppend appends one event (or ten) per operation to one stream at
+// an exact expected version, the backend's head cache warm.
+func BenchmarkAppend(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			s, be := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			for _, n := range []int{1, 10} {
+				b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+					stream := fmt.Sprintf("append-%d", n)
+					var v varve.Version
+					req := be.Requests()
+					for b.Loop() {
+						evs := make([]varve.Event, n)
+						for i := range evs {
+							evs[i] = benchEvent()[0]
+						}
+						res, err := s.Append(ctx, stream, varve.Exact(v), evs...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						v = res.LastVersion
+					}
+					reportRequests(b, be, req)
+				})
+			}
+			b.Run("any", func(b *testing.B) {
+				req := be.Requests()
+				for b.Loop() {
+					if _, err := s.Append(ctx, "append-any", varve.Any, benchEvent()...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRequests(b, be, req)
+			})
+			b.Run("new-stream", func(b *testing.B) {
+				req := be.Requests()
+				i := 0
+				for b.Loop() {
+					if _, err := s.Append(ctx, "new-"+strconv.Itoa(i), varve.NoStream, benchEvent()...); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				reportRequests(b, be, req)
+			})
+		})
+	}
+}
+
+// BenchmarkLoadSave is an aggregate's command cycle, each workload on 100
+// aggregates of its own, created with 20 events in commits of 1-3 events
+// and a snapshot at their last version:
+//   - cached: the aggregate is in memory at version v; load reads the
+//     events after v (none: this process wrote them), save appends at v.
+//   - snapshot: nothing in memory; load reads the snapshot and the events
+//     after it, save appends and, when the version is a multiple of 10,
+//     saves a snapshot (so 0-9 events follow the snapshot).
+//   - replay: nothing in memory, no snapshot used; load reads the whole
+//     stream (20 events and more).
+func BenchmarkLoadSave(b *testing.B) {
+	const aggregates = 100
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			s, be := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			buf := make([]varve.RecordedEvent, 0, 512)
+			setup := func(b *testing.B, workload string) (func(int) string, []varve.Version) {
+				versions := make([]varve.Version, aggregates)
+				id := func(i int) string { return workload + "-" + strconv.Itoa(i) }
+				for i := range aggregates {
+					for versions[i] < 20 {
+						evs := make([]varve.Event, 1+int(versions[i])%3)
+						for j := range evs {
+							evs[j] = benchEvent()[0]
+						}
+						res, err := s.Append(ctx, id(i), varve.Exact(versions[i]), evs...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						versions[i] = res.LastVersion
+					}
+					if err := be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(i), Version: versions[i], Data: make([]byte, 200)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return id, versions
+			}
+			save := func(b *testing.B, stream string, v *varve.Version) {
+				res, err := s.Append(ctx, stream, varve.Exact(*v), benchEvent()...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				*v = res.LastVersion
+			}
+			b.Run("cached", func(b *testing.B) {
+				id, versions := setup(b, "cached")
+				req := be.Requests()
+				i := 0
+				for b.Loop() {
+					agg := i % aggregates
+					page, err := be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: versions[agg] + 1, Limit: 512}, buf[:0])
+					if err != nil || len(page) != 0 {
+						b.Fatalf("catch up: %d events, %v", len(page), err)
+					}
+					save(b, id(agg), &versions[agg])
+					i++
+				}
+				reportRequests(b, be, req)
+			})
+			b.Run("snapshot", func(b *testing.B) {
+				id, versions := setup(b, "snapshot")
+				req := be.Requests()
+				i := 0
+				for b.Loop() {
+					agg := i % aggregates
+					snap, ok, err := be.LoadSnapshot(ctx, id(agg))
+					if err != nil || !ok {
+						b.Fatalf("load snapshot: %v %v", ok, err)
+					}
+					page, err := be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: snap.Version + 1, Limit: 512}, buf[:0])
+					if err != nil || snap.Version+uint64(len(page)) != versions[agg] {
+						b.Fatalf("load after snapshot: %d events, %v", len(page), err)
+					}
+					save(b, id(agg), &versions[agg])
+					if versions[agg]%10 == 0 {
+						if err := be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(agg), Version: versions[agg], Data: make([]byte, 200)}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					i++
+				}
+				reportRequests(b, be, req)
+			})
+			b.Run("replay", func(b *testing.B) {
+				id, versions := setup(b, "replay")
+				req := be.Requests()
+				i := 0
+				for b.Loop() {
+					agg := i % aggregates
+					page, err := be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: 1, Limit: 512}, buf[:0])
+					if err != nil || uint64(len(page)) != versions[agg] {
+						b.Fatalf("replay: %d events, %v", len(page), err)
+					}
+					save(b, id(agg), &versions[agg])
+					i++
+				}
+				reportRequests(b, be, req)
+			})
+		})
+	}
+}
+
+// BenchmarkReadAll reads pages of 512 events of $all.
+func BenchmarkReadAll(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			s, be := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			const total = 20_000
+			for i := 0; i < total/10; i++ {
+				evs := make([]varve.Event, 10)
+				for j := range evs {
+					evs[j] = benchEvent()[0]
+				}
+				if _, err := s.Append(ctx, "all-"+strconv.Itoa(i%50), varve.Any, evs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			buf := make([]varve.RecordedEvent, 0, 512)
+			req := be.Requests()
+			var after varve.Position
+			events := 0
+			for b.Loop() {
+				page, err := be.ReadAll(ctx, varve.AllQuery{After: after, Limit: 512}, buf[:0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += len(page)
+				if len(page) < 512 {
+					after = varve.Start
+				} else {
+					after = page[len(page)-1].Position
+				}
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			reportRequests(b, be, req)
+		})
+	}
+}

@@ -1,0 +1,189 @@
+package nats
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/varve-go/varve"
+)
+
+// Defaults of a [Config].
+const (
+	DefaultURL             = "nats://127.0.0.1:4222"
+	DefaultStream          = "VARVE"
+	DefaultPrefix          = "varve"
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultRequestTimeout  = 10 * time.Second
+	DefaultCachedStreams   = 100_000
+)
+
+// Config configures a [Backend]. The zero value connects to
+// nats://127.0.0.1:4222 and stores events in the JetStream stream "VARVE"
+// under the subjects "varve.>".
+type Config struct {
+	// URL of the NATS server(s), comma separated; default DefaultURL.
+	// Ignored when Conn is set.
+	URL string
+	// Conn is an open connection to use instead of dialing URL. The backend
+	// does not close it.
+	Conn *natsgo.Conn
+	// Options are passed to natsgo.Connect (credentials, TLS, name).
+	Options []natsgo.Option
+
+	// Stream is the JetStream stream that holds every event stream; it is
+	// created if missing. Default "VARVE".
+	Stream string
+	// Prefix is the first subject token(s) of the backend's subjects, e.g.
+	// "varve" gives "varve.e.<stream id>". Default "varve".
+	Prefix string
+	// Replicas of the JetStream stream and buckets when they are created;
+	// default 1.
+	Replicas int
+	// MemoryStorage keeps the stream in memory (tests, benchmarks). An
+	// acknowledged append is then lost when the server stops.
+	MemoryStorage bool
+	// DuplicateWindow is the JetStream dedupe window of the stream when it
+	// is created; default 2 minutes. Retries within it are recognised by the
+	// server, later ones by a scan of the stream's history.
+	DuplicateWindow time.Duration
+	// SnapshotBucket and CheckpointBucket name the key-value buckets;
+	// defaults Stream+"_snapshots" and Stream+"_checkpoints".
+	SnapshotBucket   string
+	CheckpointBucket string
+	// RequestTimeout bounds one server request when the caller's context
+	// has no deadline; default 10s.
+	RequestTimeout time.Duration
+	// CachedStreams bounds the per-stream head cache (last sequence and
+	// version, used to append in one round trip); default 100,000.
+	CachedStreams int
+}
+
+// ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
+// parameters: stream, prefix, replicas, memory (true/false), dupe_window and
+// timeout (Go durations), snapshots and checkpoints (bucket names).
+func ParseURL(raw string) (Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("nats: parse url: %w", varve.ErrInvalidArgument)
+	}
+	if u.Scheme != "nats" && u.Scheme != "tls" {
+		return Config{}, fmt.Errorf("nats: url scheme %q, want nats or tls: %w", u.Scheme, varve.ErrInvalidArgument)
+	}
+	q := u.Query()
+	cfg := Config{
+		Stream:           q.Get("stream"),
+		Prefix:           q.Get("prefix"),
+		SnapshotBucket:   q.Get("snapshots"),
+		CheckpointBucket: q.Get("checkpoints"),
+	}
+	bad := func(key string) error {
+		return fmt.Errorf("nats: url parameter %s=%q: %w", key, q.Get(key), varve.ErrInvalidArgument)
+	}
+	if v := q.Get("replicas"); v != "" {
+		if cfg.Replicas, err = strconv.Atoi(v); err != nil {
+			return Config{}, bad("replicas")
+		}
+	}
+	if v := q.Get("memory"); v != "" {
+		if cfg.MemoryStorage, err = strconv.ParseBool(v); err != nil {
+			return Config{}, bad("memory")
+		}
+	}
+	if v := q.Get("dupe_window"); v != "" {
+		if cfg.DuplicateWindow, err = time.ParseDuration(v); err != nil {
+			return Config{}, bad("dupe_window")
+		}
+	}
+	if v := q.Get("timeout"); v != "" {
+		if cfg.RequestTimeout, err = time.ParseDuration(v); err != nil {
+			return Config{}, bad("timeout")
+		}
+	}
+	for key := range q {
+		switch key {
+		case "stream", "prefix", "snapshots", "checkpoints", "replicas", "memory", "dupe_window", "timeout":
+		default:
+			return Config{}, fmt.Errorf("nats: unknown url parameter %q: %w", key, varve.ErrInvalidArgument)
+		}
+	}
+	u.RawQuery = ""
+	u.Fragment = ""
+	cfg.URL = u.String()
+	return cfg, cfg.validate()
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.URL == "" {
+		c.URL = DefaultURL
+	}
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.SnapshotBucket == "" {
+		c.SnapshotBucket = c.Stream + "_snapshots"
+	}
+	if c.CheckpointBucket == "" {
+		c.CheckpointBucket = c.Stream + "_checkpoints"
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.CachedStreams == 0 {
+		c.CachedStreams = DefaultCachedStreams
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("nats: config: %s: %w", fmt.Sprintf(format, args...), varve.ErrInvalidArgument)
+	}
+	if c.Stream != "" && !isName(c.Stream) {
+		return bad("stream name %q must be letters, digits, '_' or '-'", c.Stream)
+	}
+	for _, b := range []string{c.SnapshotBucket, c.CheckpointBucket} {
+		if b != "" && !isName(b) {
+			return bad("bucket name %q must be letters, digits, '_' or '-'", b)
+		}
+	}
+	if c.Prefix != "" {
+		for _, tok := range strings.Split(c.Prefix, ".") {
+			if !isName(tok) {
+				return bad("subject prefix %q must be dot-separated tokens of letters, digits, '_' or '-'", c.Prefix)
+			}
+		}
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		return bad("replicas %d, want 1..5", c.Replicas)
+	}
+	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.CachedStreams < 0 {
+		return bad("negative duration or size")
+	}
+	return nil
+}
+
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !safeByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}

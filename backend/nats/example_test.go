@@ -1,0 +1,35 @@
+package nats_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/nats"
+)
+
+// Open a store on a NATS server from a URL, as the CLI does.
+func Example() {
+	ctx := context.Background()
+	cfg, err := nats.ParseURL("nats://127.0.0.1:4222?stream=ORDERS&prefix=orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := nats.New(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := varve.New(b, varve.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	res, err := store.Append(ctx, "order-42", varve.NoStream,
+		varve.Event{Type: "OrderPlaced", Data: []byte(`{"total":42}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("order-42 is at version", res.LastVersion)
+}

@@ -1,0 +1,531 @@
+package nats
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/varve-go/varve"
+)
+
+// head is what the last message of a stream's subject says about it.
+type head struct {
+	seq   uint64 // sequence of the last message; 0 when the subject is empty
+	st    state
+	first varve.Version // commits: version of the commit's first event
+	n     int           // commits: number of events
+}
+
+func (h head) exists() bool { return h.seq != 0 }
+
+func (h head) version() varve.Version {
+	if h.st.kind == kindDeleted || h.st.kind == kindTombstone {
+		return 0
+	}
+	return h.st.version
+}
+
+// incarnation is the sequence of the delete marker that began the stream's
+// current life: the stream's commits carry it, and it is part of their
+// message ids.
+func (h head) incarnation() uint64 {
+	if h.st.kind == kindDeleted {
+		return h.seq
+	}
+	return h.st.incarnation
+}
+
+func (h head) lastPos() varve.Position {
+	if h.st.isCommit() {
+		return varve.Position{Commit: h.seq, Seq: uint64(h.n - 1)}
+	}
+	return h.st.last
+}
+
+// hint remembers a commit of a stream, so that a scan for later versions
+// can start there instead of at the stream's first message.
+type hint struct {
+	incarnation uint64
+	seq         uint64
+	first       varve.Version
+}
+
+func parseHead(m rawMsg) (head, error) {
+	st, err := getState(m.data)
+	if err != nil {
+		return head{}, fmt.Errorf("message %d: %w", m.seq, err)
+	}
+	h := head{seq: m.seq, st: st}
+	switch st.kind {
+	case kindCommit:
+		n, k := binary.Uvarint(m.data[stateLen:])
+		if k <= 0 || n == 0 || n > st.version {
+			return head{}, fmt.Errorf("message %d: %w: bad event count", m.seq, errCorrupt)
+		}
+		h.n = int(n)
+	case kindChunked:
+		ref, err := getChunkRef(m.data[stateLen:])
+		if err != nil {
+			return head{}, fmt.Errorf("message %d: %w", m.seq, err)
+		}
+		if ref.events == 0 || uint64(ref.events) > st.version {
+			return head{}, fmt.Errorf("message %d: %w: bad event count", m.seq, errCorrupt)
+		}
+		h.n = ref.events
+	}
+	if h.n > 0 {
+		h.first = st.version - uint64(h.n) + 1
+	}
+	return h, nil
+}
+
+func (b *Backend) cachedHead(stream string) (head, bool) {
+	b.headsMu.Lock()
+	h, ok := b.heads[stream]
+	b.headsMu.Unlock()
+	return h, ok
+}
+
+func (b *Backend) remember(stream string, h head) {
+	b.headsMu.Lock()
+	defer b.headsMu.Unlock()
+	if old, ok := b.heads[stream]; ok && old.seq > h.seq {
+		return
+	}
+	if len(b.heads) >= b.cfg.CachedStreams {
+		for k := range b.heads { // evict an arbitrary entry
+			delete(b.heads, k)
+			delete(b.hints, k)
+			break
+		}
+	}
+	b.heads[stream] = h
+}
+
+func (b *Backend) rememberHint(stream string, h hint) {
+	b.headsMu.Lock()
+	defer b.headsMu.Unlock()
+	if _, ok := b.hints[stream]; ok || len(b.hints) < b.cfg.CachedStreams {
+		b.hints[stream] = h
+	}
+}
+
+// hintFor returns a remembered commit sequence to start a scan for
+// version lo at.
+func (b *Backend) hintFor(stream string, incarnation uint64, lo varve.Version) (uint64, bool) {
+	b.headsMu.Lock()
+	defer b.headsMu.Unlock()
+	if h, ok := b.hints[stream]; ok && h.incarnation == incarnation && h.first <= lo {
+		return h.seq, true
+	}
+	return 0, false
+}
+
+// fetchHead reads the last message of the stream's subject.
+func (b *Backend) fetchHead(ctx context.Context, stream, subj string) (head, rawMsg, error) {
+	m, found, err := b.getLast(ctx, subj)
+	if err != nil || !found {
+		return head{}, m, err
+	}
+	h, err := parseHead(m)
+	if err != nil {
+		return head{}, m, err
+	}
+	b.remember(stream, h)
+	return h, m, nil
+}
+
+// payload returns a commit's encoded events, reading its chunks if it has
+// them.
+func (b *Backend) payload(ctx context.Context, m rawMsg, st state) ([]byte, error) {
+	if st.kind == kindCommit {
+		return m.data[stateLen:], nil
+	}
+	ref, err := getChunkRef(m.data[stateLen:])
+	if err != nil {
+		return nil, fmt.Errorf("message %d: %w", m.seq, err)
+	}
+	out := make([]byte, 0, ref.size)
+	for _, seq := range ref.seqs {
+		c, found, err := b.getSeq(ctx, seq)
+		if err != nil {
+			return nil, fmt.Errorf("read chunk %d of commit %d: %w", seq, m.seq, err)
+		}
+		if !found {
+			return nil, fmt.Errorf("chunk %d of commit %d: %w: missing", seq, m.seq, errCorrupt)
+		}
+		out = append(out, c.data...)
+	}
+	if len(out) != ref.size {
+		return nil, fmt.Errorf("commit %d: %w: chunks hold %d bytes, want %d", m.seq, errCorrupt, len(out), ref.size)
+	}
+	return out, nil
+}
+
+// emit decodes the events of a commit and appends to buf those with index
+// >= minIdx and version in [lo, hi], until buf holds until events.
+func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, st state, minIdx int, lo, hi varve.Version, until int) ([]varve.RecordedEvent, error) {
+	r, err := newEventReader(payload)
+	if err != nil {
+		return buf, fmt.Errorf("commit %d: %w", seq, err)
+	}
+	first := st.version - uint64(r.n) + 1
+	at := fromNanos(st.updated)
+	for i := 0; r.n > 0 && len(buf) < until; i++ {
+		v := first + uint64(i)
+		if v > hi {
+			break
+		}
+		want := i >= minIdx && v >= lo
+		var e varve.RecordedEvent
+		if err := r.next(&e, !want); err != nil {
+			return buf, fmt.Errorf("commit %d: %w", seq, err)
+		}
+		if !want {
+			continue
+		}
+		e.Stream, e.Version, e.RecordedAt = stream, v, at
+		e.Position = varve.Position{Commit: seq, Seq: uint64(i)}
+		buf = append(buf, e)
+	}
+	return buf, nil
+}
+
+// ReadStream implements varve.Backend. One direct get of the stream's last
+// message answers every read that its last commit covers (a tail, the last
+// event, an aggregate catching up); longer reads scan the subject.
+func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	if err := b.ready(ctx); err != nil {
+		return buf, err
+	}
+	subj := b.evPrefix + encodeID(q.Stream)
+	h, m, err := b.fetchHead(ctx, q.Stream, subj)
+	if err != nil {
+		return buf, fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+	}
+	switch {
+	case !h.exists() || h.st.kind == kindDeleted:
+		return buf, varve.ErrStreamNotFound
+	case h.st.kind == kindTombstone:
+		return buf, varve.ErrStreamDeleted
+	}
+	ver, floor := h.st.version, max(h.st.floor, 1)
+	limit := q.Limit
+	if limit <= 0 {
+		limit = int(min(ver, 1<<31))
+	}
+	var lo, hi varve.Version
+	if q.Direction == varve.Forward {
+		lo = max(q.From, floor)
+		if lo > ver {
+			return buf, nil
+		}
+		hi = min(ver, lo+uint64(limit)-1)
+	} else {
+		hi = ver
+		if q.From != 0 && q.From < hi {
+			hi = q.From
+		}
+		if hi < floor {
+			return buf, nil
+		}
+		lo = floor
+		if hi-lo+1 > uint64(limit) {
+			lo = hi - uint64(limit) + 1
+		}
+	}
+	start := len(buf)
+	if h.st.isCommit() && h.first <= lo {
+		p, err := b.payload(ctx, m, h.st)
+		if err == nil {
+			buf, err = emit(buf, p, q.Stream, h.seq, h.st, 0, lo, hi, start+limit)
+		}
+		if err != nil {
+			return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+		}
+	} else if buf, err = b.readRange(ctx, q.Stream, subj, h, m, lo, hi, buf); err != nil {
+		return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+	}
+	if q.Direction == varve.Backward {
+		slices.Reverse(buf[start:])
+	}
+	return buf, nil
+}
+
+// readRange appends the events lo..hi that the head's commit does not
+// hold. It picks the cheapest way to find the commit holding lo: a
+// remembered sequence, a walk back from the head for a short tail, the
+// incarnation's first message when lo is near the start, or a binary
+// search over sequences.
+func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m rawMsg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	inc := h.incarnation()
+	from, hinted := b.hintFor(stream, inc, lo)
+	if !hinted || !b.batchGets.Load() {
+		if h.st.version-lo < walkMax {
+			out, ok, err := b.walkBack(ctx, stream, subj, h, m, lo, hi, buf)
+			if err != nil || ok {
+				return out, err
+			}
+		}
+		if !hinted {
+			from = inc + 1
+			if lo > max(h.st.floor, 1)+maxBatch {
+				var err error
+				if from, err = b.seek(ctx, subj, h, lo); err != nil {
+					return buf, err
+				}
+			}
+		}
+	}
+	return b.scanStream(ctx, stream, subj, h, from, lo, hi, buf)
+}
+
+// seek returns a sequence from which a scan finds the incarnation's commit
+// holding version lo, close before it: a binary search over sequences,
+// one direct get (the subject's first message from a sequence) per step.
+// Every message before the returned sequence ends below lo.
+func (b *Backend) seek(ctx context.Context, subj string, h head, lo varve.Version) (uint64, error) {
+	a, z := h.incarnation()+1, h.seq
+	for a < z {
+		mid := a + (z-a)/2
+		m, found, err := b.getNext(ctx, mid, subj)
+		if err != nil {
+			return 0, err
+		}
+		if !found {
+			break
+		}
+		st, err := getState(m.data)
+		if err != nil {
+			return 0, fmt.Errorf("message %d: %w", m.seq, err)
+		}
+		if st.version < lo {
+			a = m.seq + 1
+		} else {
+			z = mid
+		}
+	}
+	return a, nil
+}
+
+// walkMax bounds the versions that a stream read collects by walking back
+// from the head, one direct get per commit. For short tails that beats a
+// consumer (its create and delete took about 1.3 ms here, a direct get
+// 0.04-0.14 ms) and a batched get from the incarnation's start, whose cost
+// grows with the stream.
+const walkMax = 16
+
+// walkBack collects the commits from the head back to the one holding lo,
+// following each message's prev sequence, and appends their events in
+// [lo, hi]. ok is false if the chain breaks (a concurrent truncation or
+// delete); the caller scans instead.
+func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m rawMsg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
+	var chain []rawMsg // newest first
+	cur, ch := m, h
+	for hops := 0; ; hops++ {
+		if ch.st.isCommit() {
+			if ch.st.incarnation != h.incarnation() {
+				return buf, false, nil
+			}
+			if ch.first <= hi {
+				chain = append(chain, cur)
+			}
+			if ch.first <= lo {
+				break
+			}
+		} else if ch.st.kind != kindTruncated {
+			return buf, false, nil
+		}
+		if ch.st.prev == 0 || hops > 2*walkMax {
+			return buf, false, nil
+		}
+		nm, found, err := b.getSeq(ctx, ch.st.prev)
+		if err != nil {
+			return buf, false, err
+		}
+		if !found || nm.subject != subj {
+			return buf, false, nil
+		}
+		if ch, err = parseHead(nm); err != nil {
+			return buf, false, err
+		}
+		cur = nm
+	}
+	start := len(buf)
+	for i := len(chain) - 1; i >= 0; i-- {
+		st, _ := getState(chain[i].data)
+		p, err := b.payload(ctx, chain[i], st)
+		if err == nil {
+			buf, err = emit(buf, p, stream, chain[i].seq, st, 0, lo, hi, start+int(hi-lo+1))
+		}
+		if err != nil {
+			return buf[:start], false, err
+		}
+	}
+	return buf, true, nil
+}
+
+// scanStream appends the events with versions lo..hi of the incarnation
+// that h describes, scanning the subject from sequence from.
+func (b *Backend) scanStream(ctx context.Context, stream, subj string, h head, from uint64, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	inc := h.incarnation()
+	var last hint
+	err := b.scan(ctx, subj, scanStart{seq: from, want: int(min(hi-lo+2, maxBatch)), end: h.seq}, func(m scanMsg) (bool, error) {
+		st, err := getState(m.data)
+		if err != nil {
+			return false, fmt.Errorf("message %d: %w", m.seq, err)
+		}
+		if !st.isCommit() || st.incarnation != inc || st.version < lo {
+			return m.seq < h.seq, nil
+		}
+		p, err := b.payload(ctx, m.rawMsg, st)
+		if err != nil {
+			return false, err
+		}
+		n, _ := binary.Uvarint(p)
+		first := st.version - n + 1
+		if first <= hi {
+			last = hint{incarnation: inc, seq: m.seq, first: first}
+		}
+		if buf, err = emit(buf, p, stream, m.seq, st, 0, lo, hi, len(buf)+int(hi-lo+1)); err != nil {
+			return false, err
+		}
+		return st.version < hi && m.seq < h.seq, nil
+	})
+	if last.seq != 0 {
+		b.rememberHint(stream, last)
+	}
+	return buf, err
+}
+
+// ReadAll implements varve.Backend. JetStream assigns sequences in commit
+// order and a consumer delivers only stored messages, so a page never has
+// a gap that a later commit could fill.
+func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	if err := b.ready(ctx); err != nil {
+		return buf, err
+	}
+	if err := b.refreshFloors(ctx); err != nil {
+		return buf, fmt.Errorf("nats: read $all: %w", err)
+	}
+	start, end := len(buf), len(buf)+q.Limit
+	if q.Limit <= 0 {
+		return buf, nil
+	}
+	from := scanStart{seq: max(q.After.Commit, 1), want: q.Limit + 1}
+	if !b.batchGets.Load() {
+		last, found, err := b.getLast(ctx, b.evPrefix+">")
+		if err != nil {
+			return buf, fmt.Errorf("nats: read $all: %w", err)
+		}
+		if !found || last.seq < from.seq {
+			return buf, nil
+		}
+		from.end = last.seq
+	}
+	err := b.scan(ctx, b.evPrefix+">", from, func(m scanMsg) (bool, error) {
+		st, err := getState(m.data)
+		if err != nil {
+			return false, fmt.Errorf("message %d: %w", m.seq, err)
+		}
+		if !st.isCommit() {
+			return true, nil
+		}
+		minIdx := 0
+		if m.seq == q.After.Commit {
+			minIdx = int(min(q.After.Seq+1, 1<<31))
+		}
+		stream, err := decodeID(m.subject[len(b.evPrefix):])
+		if err != nil {
+			return false, fmt.Errorf("message %d on %q: %w", m.seq, m.subject, err)
+		}
+		p, err := b.payload(ctx, m.rawMsg, st)
+		if err != nil {
+			return false, err
+		}
+		if buf, err = emit(buf, p, stream, m.seq, st, minIdx, b.floorOf(m.seq), st.version, end); err != nil {
+			return false, err
+		}
+		return len(buf) < end, nil
+	})
+	if err != nil {
+		return buf[:start], fmt.Errorf("nats: read $all: %w", err)
+	}
+	return buf, nil
+}
+
+// LastPosition implements varve.Backend.
+func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
+	if err := b.ready(ctx); err != nil {
+		return varve.Start, err
+	}
+	m, found, err := b.getLast(ctx, b.evPrefix+">")
+	if err != nil {
+		return varve.Start, fmt.Errorf("nats: last position: %w", err)
+	}
+	if !found {
+		return varve.Start, nil
+	}
+	h, err := parseHead(m)
+	if err != nil {
+		return varve.Start, fmt.Errorf("nats: last position: %w", err)
+	}
+	if h.st.isCommit() {
+		return h.lastPos(), nil
+	}
+	// The log ends with a marker: find the last commit before it, scanning
+	// ever larger windows backwards.
+	end := m.seq
+	for w := uint64(64); ; w *= 8 {
+		from := uint64(1)
+		if end > w {
+			from = end - w
+		}
+		var last varve.Position
+		err := b.scan(ctx, b.evPrefix+">", scanStart{seq: from, want: int(end - from + 1), end: end - 1}, func(m scanMsg) (bool, error) {
+			if m.seq >= end {
+				return false, nil
+			}
+			if h, err := parseHead(m.rawMsg); err != nil {
+				return false, err
+			} else if h.st.isCommit() {
+				last = h.lastPos()
+			}
+			return true, nil
+		})
+		if err != nil {
+			return varve.Start, fmt.Errorf("nats: last position: %w", err)
+		}
+		if last != varve.Start || from == 1 {
+			return last, nil
+		}
+		end = from
+	}
+}
+
+// StreamInfo implements varve.Backend.
+func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamInfo, error) {
+	if err := b.ready(ctx); err != nil {
+		return varve.StreamInfo{}, err
+	}
+	h, _, err := b.fetchHead(ctx, stream, b.evPrefix+encodeID(stream))
+	if err != nil {
+		return varve.StreamInfo{}, fmt.Errorf("nats: stream info %q: %w", stream, err)
+	}
+	if !h.exists() {
+		return varve.StreamInfo{}, varve.ErrStreamNotFound
+	}
+	info := varve.StreamInfo{
+		Stream:     stream,
+		Version:    h.version(),
+		CreatedAt:  fromNanos(h.st.created),
+		UpdatedAt:  fromNanos(h.st.updated),
+		Deleted:    h.st.kind == kindDeleted || h.st.kind == kindTombstone,
+		Tombstoned: h.st.kind == kindTombstone,
+	}
+	if !info.Deleted {
+		info.LastPosition = h.lastPos()
+	}
+	return info, nil
+}
