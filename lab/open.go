@@ -10,6 +10,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
+	varvenats "github.com/varve-go/varve/backend/nats"
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
 )
@@ -40,6 +41,12 @@ func OpenBackend(ctx context.Context, raw string) (varve.Backend, error) {
 			return nil, err
 		}
 		return sqlite.New(ctx, cfg)
+	case "nats":
+		cfg, err := varvenats.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		return varvenats.New(ctx, cfg)
 	case "postgres", "postgresql":
 		cfg, err := postgres.ParseURL(raw)
 		if err != nil {

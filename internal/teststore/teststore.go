@@ -10,12 +10,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
+	varvenats "github.com/varve-go/varve/backend/nats"
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
 	"github.com/varve-go/varve/internal/testenv"
@@ -34,6 +39,7 @@ var Kinds = []Kind{
 	{"memory", func(testing.TB) varve.Backend { return memory.New() }},
 	{"sqlite", SQLite},
 	{"postgres", Postgres},
+	{"nats", NATS},
 }
 
 // Open opens a store of the kind with cfg, closed when the test ends.
@@ -87,6 +93,45 @@ func Postgres(t testing.TB) varve.Backend {
 				t.Errorf("drop test schema %s: %v", cfg.Schema, err)
 			}
 			_ = d.Close()
+		}
+	})
+	return b
+}
+
+// NATS opens a NATS backend on a JetStream stream, subject prefix and
+// buckets of its own, deleted when the test ends.
+func NATS(t testing.TB) varve.Backend {
+	t.Helper()
+	url := testenv.NATSURL(t)
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	name := "VARVE_T_" + hex.EncodeToString(id[:])
+	cfg := varvenats.Config{URL: url, Stream: name, Prefix: "vt" + hex.EncodeToString(id[:])}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := varvenats.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open nats: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close()
+		nc, err := natsgo.Connect(url)
+		if err != nil {
+			t.Errorf("delete test stream %s: %v", name, err)
+			return
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Errorf("delete test stream %s: %v", name, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range []string{name, "KV_" + name + "_snapshots", "KV_" + name + "_checkpoints"} {
+			if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("delete test stream %s: %v", s, err)
+			}
 		}
 	})
 	return b
