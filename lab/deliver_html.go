@@ -1,78 +1,69 @@
 package lab
 
 import (
+	"bytes"
 	"fmt"
+	"html/template"
 	"io"
 	"slices"
-	"strconv"
-
-	"github.com/go-echarts/go-echarts/v2/charts"
-	"github.com/go-echarts/go-echarts/v2/components"
-	"github.com/go-echarts/go-echarts/v2/opts"
 )
 
-// DeliverCharts returns the charts of a deliver-bench run: events per second
-// and efficiency against concurrency, a line per sink latency, with the
-// ideal C/L for reference.
-func DeliverCharts(rs []DeliverResult) []components.Charter {
+// DeliverCharts returns the charts of a deliver-bench run as inline SVG:
+// events per second against concurrency, a line per sink and latency with
+// the ideal C/L dashed beside it, and the efficiency.
+func DeliverCharts(rs []DeliverResult) []template.HTML {
 	if len(rs) == 0 {
 		return nil
 	}
-	var cs []int
-	var ls []float64
+	type key struct {
+		sink string
+		l    float64
+	}
+	var keys []key
 	for _, r := range rs {
-		if !slices.Contains(cs, r.Concurrency) {
-			cs = append(cs, r.Concurrency)
-		}
-		if !slices.Contains(ls, r.LatencyMS) {
-			ls = append(ls, r.LatencyMS)
+		if k := (key{r.Sink, r.LatencyMS}); !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
 	}
-	slices.Sort(cs)
-	x := make([]string, len(cs))
-	for i, c := range cs {
-		x[i] = strconv.Itoa(c)
-	}
-	sub := fmt.Sprintf("%d commits x %d events over %d streams, ordering %s, store %s",
-		rs[0].Transactions, rs[0].Events/max(rs[0].Transactions, 1), rs[0].Streams, rs[0].Ordering, rs[0].Store)
-	line := func(title, y string) *charts.Line {
-		l := charts.NewLine()
-		l.SetGlobalOptions(
-			charts.WithTitleOpts(opts.Title{Title: title, Subtitle: sub}),
-			charts.WithXAxisOpts(opts.XAxis{Name: "concurrency", Type: "category"}),
-			charts.WithYAxisOpts(opts.YAxis{Name: y}),
-			charts.WithTooltipOpts(opts.Tooltip{Trigger: "axis"}),
-			charts.WithLegendOpts(opts.Legend{Top: "bottom"}),
-		)
-		l.SetXAxis(x)
-		return l
-	}
-	rate, eff := line("deliver-bench: events/s", "events/s"), line("deliver-bench: efficiency", "throughput / (C/L)")
-	for _, l := range ls {
-		got := make([]opts.LineData, len(cs))
-		ideal := make([]opts.LineData, len(cs))
-		e := make([]opts.LineData, len(cs))
-		for i, c := range cs {
-			ideal[i] = opts.LineData{Value: float64(c) / (l / 1000)}
-			got[i], e[i] = opts.LineData{Value: nil}, opts.LineData{Value: nil}
-			for _, r := range rs {
-				if r.LatencyMS == l && r.Concurrency == c {
-					got[i] = opts.LineData{Value: r.EventsPerS}
-					e[i] = opts.LineData{Value: r.Efficiency}
-				}
+	rate := LineChart{Title: "Events/s by concurrency (ideal C/L dashed)", XLabel: "concurrency", LogX: true}
+	eff := LineChart{Title: "Efficiency = throughput / (C/L)", XLabel: "concurrency", LogX: true, FormatY: trimZero}
+	for _, k := range keys {
+		name := fmt.Sprintf("%s L=%gms", k.sink, k.l)
+		got, ideal, e := Series{Name: name}, Series{Name: name + " ideal", Dashed: true}, Series{Name: name}
+		for _, r := range rs {
+			if r.Sink != k.sink || r.LatencyMS != k.l {
+				continue
+			}
+			c := float64(r.Concurrency)
+			got.X, got.Y = append(got.X, c), append(got.Y, r.EventsPerS)
+			e.X, e.Y = append(e.X, c), append(e.Y, r.Efficiency)
+			if k.l > 0 {
+				ideal.X, ideal.Y = append(ideal.X, c), append(ideal.Y, c/(k.l/1000))
 			}
 		}
-		name := fmt.Sprintf("L=%gms", l)
-		rate.AddSeries(name, got)
-		rate.AddSeries(name+" ideal", ideal)
-		eff.AddSeries(name, e)
+		rate.Series = append(rate.Series, got)
+		if len(ideal.X) > 0 {
+			rate.Series = append(rate.Series, ideal)
+		}
+		eff.Series = append(eff.Series, e)
 	}
-	return []components.Charter{rate, eff}
+	return []template.HTML{rate.SVG(), eff.SVG()}
 }
 
-// WriteDeliverHTML writes a page with the charts of DeliverCharts.
+// WriteDeliverHTML writes a self-contained page with the charts of
+// DeliverCharts and the table.
 func WriteDeliverHTML(w io.Writer, rs []DeliverResult) error {
-	p := components.NewPage().SetPageTitle("varve deliver-bench")
-	p.AddCharts(DeliverCharts(rs)...)
-	return p.Render(w)
+	var table bytes.Buffer
+	if err := PrintDeliverTable(&table, rs); err != nil {
+		return err
+	}
+	var lines []string
+	if len(rs) > 0 {
+		r := rs[0]
+		lines = append(lines, fmt.Sprintf("%d commits x %d events over %d streams, ordering %s, store %s.",
+			r.Transactions, r.Events/max(r.Transactions, 1), r.Streams, r.Ordering, r.Store))
+	}
+	m := Machine()
+	lines = append(lines, fmt.Sprintf("Machine: %s, %d cores, %s.", m.CPU, m.Cores, m.GoVersion))
+	return page{Title: "varve deliver-bench", Lines: lines, Charts: DeliverCharts(rs), Pre: table.String()}.write(w)
 }

@@ -21,8 +21,11 @@ func TestDeliverBenchCommand(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	page, err := os.ReadFile(html)
-	if err != nil || !strings.Contains(string(page), "efficiency") {
-		t.Fatalf("html: %v", err)
+	if err != nil || !strings.Contains(string(page), "Efficiency") || !strings.Contains(string(page), "<polyline") {
+		t.Fatalf("html has no efficiency chart: %v", err)
+	}
+	if strings.Contains(string(page), "<script") || strings.Contains(string(page), "https://") {
+		t.Fatalf("html is not self-contained")
 	}
 	if _, err := runCLI(t, "deliver-bench", "--ordering", "sideways"); err == nil {
 		t.Fatal("a bad ordering must fail")
