@@ -9,6 +9,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/backendtest"
 	"github.com/varve-go/varve/internal/testenv"
 )
 
@@ -271,4 +272,24 @@ func BenchmarkReadAll(b *testing.B) {
 			reportRequests(b, be, req)
 		})
 	}
+}
+
+// BenchmarkSuite runs the shared suite, the workloads every backend runs,
+// on both servers; each backend gets a stream of its own, deleted after.
+func BenchmarkSuite(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			url := srv.url(b)
+			backendtest.Benchmark(b, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
+				return mode{}.open(tb, testConfig(url, uniqueName("suite")))
+			}})
+		})
+	}
+}
+
+func TestScale(t *testing.T) {
+	url := testenv.NATSURL(t)
+	backendtest.RunScale(t, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
+		return mode{}.open(tb, testConfig(url, uniqueName("scale")))
+	}}, backendtest.ScaleConfig{Events: 100_000})
 }
