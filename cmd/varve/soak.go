@@ -17,6 +17,7 @@ func soakCmd() *cobra.Command {
 	var (
 		cfg      lab.SoakConfig
 		limit    string
+		minSlope string
 		asJSON   bool
 		htmlFile string
 	)
@@ -38,6 +39,11 @@ second half of the run and flags growth above --threshold percent of the mean pe
 				return err
 			}
 			cfg.MemoryLimit = n
+			floor, err := parseBytes(minSlope)
+			if err != nil {
+				return err
+			}
+			cfg.MinSlope = float64(floor)
 			if !asJSON {
 				cfg.Progress = cmd.OutOrStdout()
 			} else {
@@ -72,7 +78,7 @@ second half of the run and flags growth above --threshold percent of the mean pe
 	f.IntVar(&cfg.Aggregates, "aggregates", 1000, "accounts the commands pick from")
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes")
-	f.Float64Var(&cfg.MinSlope, "min-slope", 0, "never flag growth below this many bytes per minute")
+	f.StringVar(&minSlope, "min-slope", "16KiB", "never flag growth below this many bytes per minute: a live heap of 1 MiB wobbles by +-100 KiB between collections, which made 10-minute flat runs show 5 KiB/min of apparent slope")
 	f.StringVar(&htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	f.BoolVar(&asJSON, "json", false, "print JSON (progress goes to stderr)")
 	return cmd
