@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/lab/workload"
 )
 
@@ -14,7 +15,11 @@ import (
 // transaction each) into a bare table of a throwaway schema, through one pgx
 // connection; the schema is dropped when the baseline closes.
 func postgresBaseline(ctx context.Context, raw string) (*baseline, error) {
-	conn, err := pgx.Connect(ctx, raw)
+	cfg, err := postgres.ParseURL(raw) // drops the varve_* parameters pgx does not know
+	if err != nil {
+		return nil, fmt.Errorf("postgres baseline: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres baseline: connect to %s: %w", Redact(raw), err)
 	}

@@ -153,6 +153,9 @@ func TestBaselines(t *testing.T) {
 		{"memory", func(testing.TB) string { return "memory:" }, "mutex+slice", ""},
 		{"sqlite", func(t testing.TB) string { return "sqlite://" + t.TempDir() + "/store.db" }, "bare INSERT", "SQLite 3."},
 		{"postgres", testenv.PostgresURL, "bare INSERT", "PostgreSQL "},
+		{"postgres-with-varve-params", func(t testing.TB) string {
+			return testenv.PostgresURL(t) + "&varve_schema=varve_lab_test&varve_max_conns=2"
+		}, "bare INSERT", "PostgreSQL "},
 		{"nats", testenv.NATSURL, "raw publish", "NATS "},
 	}
 	for _, tc := range tests {
