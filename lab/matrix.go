@@ -127,16 +127,33 @@ func RunMatrix(ctx context.Context, cfg MatrixConfig) (MatrixReport, error) {
 		return rep, err
 	}
 	table := newRandTable(cfg.Streams)
+	// Every write grows the store, and a larger store is slower, so cells
+	// measured later in a mix would look worse. Each cell is measured twice,
+	// half the duration each, once in a pass through the goroutine counts
+	// and once in a pass back (A B C ... C B A), and the two are added up:
+	// a steady drift then weighs on every cell alike.
+	half := cfg.Duration / 2
 	for _, mix := range cfg.Mixes {
-		for _, procs := range cfg.Procs {
+		cells := make([]MatrixCell, len(cfg.Procs))
+		order := make([]int, 0, 2*len(cfg.Procs))
+		for i := range cfg.Procs {
+			order = append(order, i)
+		}
+		for i := len(cfg.Procs) - 1; i >= 0; i-- {
+			order = append(order, i)
+		}
+		for _, i := range order {
 			if ctx.Err() != nil {
 				return rep, nil
 			}
-			runtime.GC() // each cell starts from a collected heap, not the previous cell's garbage
-			cell := runCell(ctx, s, names, table, mix, procs, cfg.Duration)
-			rep.Cells = append(rep.Cells, cell)
+			runtime.GC() // each measurement starts from a collected heap, not the previous one's garbage
+			c := runCell(ctx, s, names, table, mix, cfg.Procs[i], half)
+			cells[i] = addCells(cells[i], c)
+		}
+		for _, c := range cells {
+			rep.Cells = append(rep.Cells, c)
 			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "matrix: %s x %d goroutines: %.0f reads/s, %.0f writes/s\n", mix, procs, cell.ReadRate, cell.WriteRate)
+				fmt.Fprintf(cfg.Progress, "matrix: %s x %d goroutines: %.0f reads/s, %.0f writes/s\n", mix, c.Procs, c.ReadRate, c.WriteRate)
 			}
 		}
 	}
@@ -229,6 +246,19 @@ func runCell(ctx context.Context, s *varve.Store, names []string, t randTable, m
 		Reads: reads.Load(), Writes: writes.Load(), Errors: errs.Load(), Seconds: sec,
 		ReadRate: float64(reads.Load()) / sec, WriteRate: float64(writes.Load()) / sec,
 	}
+}
+
+// addCells adds two measurements of one cell.
+func addCells(a, b MatrixCell) MatrixCell {
+	if a.Procs == 0 {
+		return b
+	}
+	a.Reads += b.Reads
+	a.Writes += b.Writes
+	a.Errors += b.Errors
+	a.Seconds += b.Seconds
+	a.ReadRate, a.WriteRate = float64(a.Reads)/a.Seconds, float64(a.Writes)/a.Seconds
+	return a
 }
 
 // PrintMatrix writes seed 004's table, then per mix the rate at the largest

@@ -24,7 +24,10 @@ func matrixCmd() *cobra.Command {
 		Short: "Measure point reads and writes for read/write mixes x goroutine counts",
 		Long: `matrix fills a store with --streams streams, then for every read/write mix and
 goroutine count measures point reads (the last event of a random stream) and point
-writes (an append to a random stream) for --duration each, and prints the rates.`,
+writes (an append to a random stream) for --duration each, and prints the rates.
+Each cell is measured in two halves, one in a pass up through the goroutine counts and
+one in a pass back down, so that the store growing with the writes does not favour the
+cells measured first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
