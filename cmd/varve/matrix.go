@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -45,18 +43,9 @@ cells measured first.`,
 			if err != nil {
 				return err
 			}
-			if htmlFile != "" {
-				if err := writeFile(htmlFile, func(w io.Writer) error { return lab.WriteMatrixHTML(w, rep) }); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.ErrOrStderr(), "wrote", htmlFile)
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			return lab.PrintMatrix(cmd.OutOrStdout(), rep)
+			return report(cmd, rep, asJSON, htmlFile,
+				func(w io.Writer) error { return lab.PrintMatrix(w, rep) },
+				func(w io.Writer) error { return lab.WriteMatrixHTML(w, rep) })
 		},
 	}
 	f := cmd.Flags()

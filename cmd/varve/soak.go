@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -53,18 +52,9 @@ second half of the run and flags growth above --threshold percent of the mean pe
 			if err != nil {
 				return err
 			}
-			if htmlFile != "" {
-				if err := writeFile(htmlFile, func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) }); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.ErrOrStderr(), "wrote", htmlFile)
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			return lab.PrintSoak(cmd.OutOrStdout(), rep)
+			return report(cmd, rep, asJSON, htmlFile,
+				func(w io.Writer) error { return lab.PrintSoak(w, rep) },
+				func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) })
 		},
 	}
 	f := cmd.Flags()

@@ -136,3 +136,14 @@ func NATS(t testing.TB) varve.Backend {
 	})
 	return b
 }
+
+// Each runs f as a parallel subtest per kind, named after it.
+func Each(t *testing.T, f func(t *testing.T, k Kind)) {
+	t.Helper()
+	for _, k := range Kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, k)
+		})
+	}
+}
