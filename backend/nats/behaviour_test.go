@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	natsgo "github.com/nats-io/nats.go"
 	"iter"
 	"strings"
 	"testing"
@@ -51,11 +52,26 @@ func forModes(t *testing.T, fn func(*testing.T, mode)) {
 // ends.
 func (m mode) open(tb testing.TB, cfg Config) *Backend {
 	b := open(tb, cfg)
+	// The streams are deleted over a connection of the cleanup's own: the
+	// backend's may be closed by then (the benchmark suite closes its store).
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		nc, err := natsgo.Connect(b.cfg.URL)
+		if err != nil {
+			tb.Errorf("delete test streams: %v", err)
+			return
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			tb.Errorf("delete test streams: %v", err)
+			return
+		}
 		for _, name := range []string{b.cfg.Stream, "KV_" + b.cfg.SnapshotBucket, "KV_" + b.cfg.CheckpointBucket} {
-			_ = b.js.DeleteStream(ctx, name)
+			if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				tb.Errorf("delete test stream %s: %v", name, err)
+			}
 		}
 	})
 	if m.noBatch {
