@@ -5,8 +5,6 @@ import (
 	"html/template"
 	"io"
 	"strings"
-
-	"github.com/varve-go/varve/lab/workload"
 )
 
 // WriteBenchHTML writes a report as one self-contained HTML page: inline
@@ -89,20 +87,8 @@ func WriteBenchHTML(w io.Writer, rep *BenchReport) error {
 				if r.Workload != wl.Name {
 					continue
 				}
-				var rt, r50, r99 string
-				if v := r.VsBaseline; v != nil {
-					rt, r50, r99 = fmtRatio(v.Throughput), fmtRatio(v.P50), fmtRatio(v.P99)
-				}
-				note := ""
-				switch r.Stopped {
-				case workload.StopDuration:
-					note = "time cap"
-				case workload.StopInterrupted:
-					note = "interrupted"
-				}
-				if r.Error != "" {
-					note = join(note, "error: "+r.Error)
-				}
+				rt, r50, r99 := r.ratios()
+				note := r.note()
 				l := r.Latency
 				t.Rows = append(t.Rows, []cell{{st.URL, ""}, {groupDigits(float64(countOf(r.Result, wl.Unit))), "n"},
 					{groupDigits(r.Rate(wl.Unit)), "n"}, {rt, "n r"}, {fmtDur(l.P50), "n"}, {r50, "n r"}, {fmtDur(l.P90), "n"},

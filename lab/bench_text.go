@@ -62,20 +62,8 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 				if r.Workload != wl.Name {
 					continue
 				}
-				var rt, r50, r99 string
-				if v := r.VsBaseline; v != nil {
-					rt, r50, r99 = fmtRatio(v.Throughput), fmtRatio(v.P50), fmtRatio(v.P99)
-				}
-				note := ""
-				switch r.Stopped {
-				case workload.StopDuration:
-					note = "time cap"
-				case workload.StopInterrupted:
-					note = "interrupted"
-				}
-				if r.Error != "" {
-					note = join(note, "error: "+r.Error)
-				}
+				rt, r50, r99 := r.ratios()
+				note := r.note()
 				t.add(st.URL, groupDigits(float64(countOf(r.Result, wl.Unit))), groupDigits(r.Rate(wl.Unit)), rt,
 					fmtDur(r.Latency.P50), r50, fmtDur(r.Latency.P99), r99,
 					fmtFloat(r.AllocsPerOp), groupDigits(r.BytesPerOp), note)
@@ -206,4 +194,28 @@ func plural(n int, s string) string {
 		return s
 	}
 	return s + "s"
+}
+
+// ratios formats a result's throughput, p50 and p99 ratios to its baseline;
+// empty when there was no baseline.
+func (r BenchResult) ratios() (throughput, p50, p99 string) {
+	if v := r.VsBaseline; v != nil {
+		return fmtRatio(v.Throughput), fmtRatio(v.P50), fmtRatio(v.P99)
+	}
+	return "", "", ""
+}
+
+// note says why a result stopped before its budget, and its error if any.
+func (r BenchResult) note() string {
+	note := ""
+	switch r.Stopped {
+	case workload.StopDuration:
+		note = "time cap"
+	case workload.StopInterrupted:
+		note = "interrupted"
+	}
+	if r.Error != "" {
+		note = join(note, "error: "+r.Error)
+	}
+	return note
 }
