@@ -256,7 +256,8 @@ func TestServerGoneMidAppend(t *testing.T) {
 				}
 				var n int
 				err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-					WHERE application_name = $1 AND state = 'active' AND query LIKE '%append(%'`, app).Scan(&n)
+					WHERE application_name = $1 AND state = 'active'
+					AND (query LIKE '%append(%' OR query LIKE '%INSERT INTO%events%')`, app).Scan(&n)
 				if err != nil || n > 0 {
 					return
 				}

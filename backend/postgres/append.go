@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/varve-go/varve"
@@ -18,7 +19,9 @@ const (
 	codeDuplicate    = "VV002"
 	codeTombstoned   = "VV003"
 	codeNotFound     = "VV004"
+	codeChanged      = "VV005" // the stream's row changed under a compare-and-set
 	codeUnique       = "23505"
+	codeDeadlock     = "40P01"
 )
 
 // appendArgs are the column arrays of one append, pooled.
@@ -52,29 +55,96 @@ func (a *appendArgs) release() {
 	argsPool.Put(a)
 }
 
-// Append writes the events in one statement: the schema's append function
-// locks the stream, handles idempotent retries, checks the expected version
-// and inserts the events, all in the statement's implicit transaction.
+// Append writes the events in one statement when it can: the fast path
+// (queries.appendOne, appendMany) covers an append at the expected version
+// to a live stream or a new one. When it declines, or trips a unique index
+// (an idempotent retry, a duplicate id, a concurrent writer), the schema's
+// append function decides: it recognizes a retry by the first event id,
+// checks the expected version, raises the conflicts that the sentinels map,
+// or appends. A conflict or a retry therefore costs a second round trip.
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
 	if err := b.begin(ctx); err != nil {
 		return varve.AppendResult{}, fmt.Errorf("postgres: append to %q: %w", req.Stream, err)
 	}
 	args := argsPool.Get().(*appendArgs)
+	defer args.release()
+	res, ok, err := b.appendFast(ctx, req, args)
+	for attempt := 0; !ok && err == nil; attempt++ {
+		res, err = b.appendSlow(ctx, req, args)
+		// Another writer changed the stream's row between the function's
+		// read and its write; the next attempt sees that writer's commit.
+		if isRace(err) && attempt < maxRaceRetries {
+			err = nil
+		} else {
+			ok = true
+		}
+	}
+	if err != nil {
+		return varve.AppendResult{}, b.mapError(ctx, "append to "+strconv.Quote(req.Stream), req.Stream, req.Expected, err)
+	}
+	b.committed()
+	return res, nil
+}
+
+// maxRaceRetries bounds the retries of a statement that lost a race for a
+// stream's row; each retry sees the winner's commit, and only a writer that
+// commits between the function's read and its compare-and-set can make it
+// lose again.
+const maxRaceRetries = 16
+
+func (b *Backend) appendFast(ctx context.Context, req varve.AppendRequest, args *appendArgs) (varve.AppendResult, bool, error) {
+	var row pgx.Row
+	b.requests.Add(1)
+	if len(req.Events) == 1 {
+		e := &req.Events[0]
+		row = b.pool.QueryRow(ctx, b.sql.appendOne, req.Stream, int64(req.Expected), e.ID, e.Type, e.Data, e.Metadata)
+	} else {
+		args.fill(req.Events)
+		row = b.pool.QueryRow(ctx, b.sql.appendMany, req.Stream, int64(req.Expected), args.ids, args.types, args.data, args.meta)
+	}
+	var last, tx, seq int64
+	err := row.Scan(&last, &tx, &seq)
+	var pg *pgconn.PgError
+	switch {
+	case err == nil:
+		return varve.AppendResult{
+			FirstVersion: varve.Version(last) - varve.Version(len(req.Events)) + 1,
+			LastVersion:  varve.Version(last),
+			Position:     varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
+		}, true, nil
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pg) && (pg.Code == codeUnique || pg.Code == codeDeadlock):
+		return varve.AppendResult{}, false, nil
+	}
+	return varve.AppendResult{}, true, err
+}
+
+func (b *Backend) appendSlow(ctx context.Context, req varve.AppendRequest, args *appendArgs) (varve.AppendResult, error) {
 	args.fill(req.Events)
 	var first, last, tx, seq int64
 	b.requests.Add(1)
 	err := b.pool.QueryRow(ctx, b.sql.append, req.Stream, int64(req.Expected),
 		args.ids, args.types, args.data, args.meta).Scan(&first, &last, &tx, &seq)
-	args.release()
 	if err != nil {
-		return varve.AppendResult{}, b.mapError(ctx, "append to "+strconv.Quote(req.Stream), req.Stream, req.Expected, err)
+		return varve.AppendResult{}, err
 	}
-	b.committed()
 	return varve.AppendResult{
 		FirstVersion: varve.Version(first),
 		LastVersion:  varve.Version(last),
 		Position:     varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
 	}, nil
+}
+
+// isRace reports whether err says that another writer changed the
+// stream's row under the statement (VV005), created the stream first (a
+// unique violation of its row or of a version) or deadlocked with it: the
+// statement can be run again.
+func isRace(err error) bool {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return false
+	}
+	return pg.Code == codeDeadlock || pg.Code == codeChanged ||
+		pg.Code == codeUnique && (pg.ConstraintName == "streams_pkey" || pg.ConstraintName == "events_stream_version")
 }
 
 // mapError turns the errors raised by the schema's functions into varve's

@@ -52,11 +52,13 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 	if before > math.MaxInt64 {
 		before = math.MaxInt64
 	}
-	b.requests.Add(1)
-	if _, err := b.pool.Exec(ctx, b.sql.truncate, stream, int64(before)); err != nil {
-		return b.mapError(ctx, what, stream, varve.Any, err)
-	}
-	return nil
+	return b.retryRace(func() error {
+		b.requests.Add(1)
+		if _, err := b.pool.Exec(ctx, b.sql.truncate, stream, int64(before)); err != nil {
+			return b.mapError(ctx, what, stream, varve.Any, err)
+		}
+		return nil
+	})
 }
 
 // Delete deletes or tombstones the stream in one statement.
@@ -68,10 +70,26 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 	if err := b.begin(ctx); err != nil {
 		return fmt.Errorf("postgres: %s: %w", what, err)
 	}
-	b.requests.Add(1)
-	if _, err := b.pool.Exec(ctx, b.sql.delete, stream, int64(expected), tombstone); err != nil {
-		return b.mapError(ctx, what, stream, expected, err)
+	err := b.retryRace(func() error {
+		b.requests.Add(1)
+		if _, err := b.pool.Exec(ctx, b.sql.delete, stream, int64(expected), tombstone); err != nil {
+			return b.mapError(ctx, what, stream, expected, err)
+		}
+		return nil
+	})
+	if err == nil {
+		b.committed()
 	}
-	b.committed()
-	return nil
+	return err
+}
+
+// retryRace runs a stream mutation again when it lost a race to create the
+// stream's row (see isRace).
+func (b *Backend) retryRace(run func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := run()
+		if !isRace(err) || attempt == maxRaceRetries {
+			return err
+		}
+	}
 }

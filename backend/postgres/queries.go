@@ -2,6 +2,7 @@ package postgres
 
 // queries holds the statements of one schema, built once in New.
 type queries struct {
+	appendOne, appendMany    string // the fast path, one statement
 	append, delete, truncate string
 
 	readForward, readBackward string
@@ -30,7 +31,35 @@ LEFT JOIN LATERAL (
 ) e ON true
 WHERE s.stream = $1`
 	}
+	// The fast append reads the stream's row from its snapshot, upserts
+	// the row only if it is still that tuple (ON CONFLICT DO UPDATE locks
+	// and sees the latest tuple; a changed xmin means another writer
+	// committed since the snapshot), and only then inserts the events. It
+	// returns no row when it declines (a wrong expected version, a deleted
+	// or tombstoned stream, a concurrent writer); the caller then calls the
+	// append function, which tells these cases apart. See migration 3.
+	fastAppend := func(n, rows string) string {
+		return `WITH cur AS (
+    SELECT st.version, st.xmin AS x FROM ` + s + `.streams st WHERE st.stream = $1::text
+), up AS (
+    INSERT INTO ` + s + `.streams AS st (stream, version)
+    SELECT $1, v + ` + n + ` FROM (SELECT coalesce((SELECT version FROM cur), 0) AS v) c
+     WHERE $2::bigint = -1 OR ($2::bigint = -2 AND v > 0) OR $2::bigint = v
+    ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version, updated_at = now()
+     WHERE st.xmin = (SELECT x FROM cur) AND NOT st.deleted AND NOT st.tombstoned
+    RETURNING st.version
+), ins AS (
+    INSERT INTO ` + s + `.events (tx, stream, version, id, type, data, metadata)
+    ` + rows + `
+    RETURNING version, tx, seq
+)
+SELECT version, tx, seq FROM ins ORDER BY version DESC LIMIT 1`
+	}
 	return queries{
+		appendOne: fastAppend("1", `SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea FROM up`),
+		appendMany: fastAppend("cardinality($3::uuid[])", `SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met
+      FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
+     ORDER BY r.ord`),
 		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6)`,
 		delete:   `SELECT ` + s + `.delete_stream($1, $2, $3)`,
 		truncate: `SELECT ` + s + `.truncate_stream($1, $2)`,
@@ -46,8 +75,14 @@ LIMIT $3`,
 WHERE e.tx < ` + xminHorizon + `
 ORDER BY e.tx DESC, e.seq DESC
 LIMIT 1`,
-		streamInfo: `SELECT version, last_tx, last_seq, deleted, tombstoned, created_at, updated_at
-FROM ` + s + `.streams WHERE stream = $1`,
+		streamInfo: `SELECT s.version, coalesce(e.tx, s.last_tx), coalesce(e.seq, s.last_seq),
+    s.deleted, s.tombstoned, s.created_at, s.updated_at
+FROM ` + s + `.streams s
+LEFT JOIN LATERAL (
+    SELECT e.tx, e.seq FROM ` + s + `.events e
+    WHERE e.stream = s.stream ORDER BY e.version DESC LIMIT 1
+) e ON true
+WHERE s.stream = $1`,
 
 		saveSnapshot: `INSERT INTO ` + s + `.snapshots (stream, version, schema_version, data, taken_at)
 VALUES ($1, $2, $3, $4, $5)
