@@ -47,7 +47,7 @@ func postgresBaseline(ctx context.Context, raw string) (*baseline, error) {
 		version: "PostgreSQL " + version,
 		newOp: func(int) workload.Op {
 			return func(ctx context.Context) (int, error) {
-				if _, err := conn.Exec(ctx, insert, varve.NewEventID(), "OrderPlaced", workload.Payload); err != nil {
+				if _, err := conn.Exec(ctx, insert, [16]byte(varve.NewEventID()), "OrderPlaced", workload.Payload); err != nil {
 					return 0, fmt.Errorf("postgres baseline: insert: %w", err)
 				}
 				return 1, nil

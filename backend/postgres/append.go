@@ -97,7 +97,7 @@ func (b *Backend) appendFast(ctx context.Context, req varve.AppendRequest, args 
 	b.requests.Add(1)
 	if len(req.Events) == 1 {
 		e := &req.Events[0]
-		row = b.pool.QueryRow(ctx, b.sql.appendOne, req.Stream, int64(req.Expected), e.ID, e.Type, e.Data, e.Metadata)
+		row = b.pool.QueryRow(ctx, b.sql.appendOne, req.Stream, int64(req.Expected), [16]byte(e.ID), e.Type, e.Data, e.Metadata)
 	} else {
 		args.fill(req.Events)
 		row = b.pool.QueryRow(ctx, b.sql.appendMany, req.Stream, int64(req.Expected), args.ids, args.types, args.data, args.meta)

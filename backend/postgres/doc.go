@@ -31,14 +31,17 @@
 // it ends (TestHorizon in this package, and the suite's CatchUp, check it);
 // writers never wait for each other to get there.
 //
-// Per-stream order in $all needs one more step. Appends to a stream are
-// serialized by a transaction-scoped advisory lock on a 64-bit hash of the
-// stream name, and the lock is taken before the transaction writes anything,
-// so its id is assigned only after the previous append to the stream
-// committed: ids, and with them $all, follow version order. (Taking the
-// lock after the id is assigned makes TestSameStreamOrder and CatchUp fail
-// within a few hundred appends.) Appends to different streams take
-// different locks and commit in parallel, sharing PostgreSQL's group commit.
+// Per-stream order in $all needs one more step: a transaction that writes
+// version v+1 must get its id after the writer of v committed. Every append
+// therefore reads the stream's row in a snapshot taken before its
+// transaction has an id, and writes only if the row is still that very
+// tuple (same xmin) when it updates it: the update locks the latest tuple,
+// so a writer that committed in between makes the append step back. Ids,
+// and with them $all, then follow version order. Locking the row FOR UPDATE
+// instead is not enough: a waiter can be given its id before it gets the
+// lock, and TestSameStreamOrder saw $all with versions out of order within
+// a few hundred appends. Appends to different streams touch different rows
+// and commit in parallel, sharing PostgreSQL's group commit.
 //
 // The horizon is the whole cluster's: any transaction with an id, in any
 // database of the server (a long report, an idle-in-transaction session, a
@@ -47,15 +50,27 @@
 //
 // # Appends
 //
-// The append function locks the stream, refuses a tombstone
-// (ErrStreamDeleted), recognizes an idempotent retry by the first event id
-// (a unique index on (stream, id)), checks the expected version, inserts
-// the events from arrays with unnest and upserts the stream row. Conflicts
-// are raised with SQLSTATEs VV001..VV004 and mapped to varve's sentinels; a
-// known id later in a batch trips the unique index (23505), which is
-// ErrDuplicateEvent, so the backend declares Features.UniqueEventIDs.
-// Delete and Truncate take the same lock; deleted events leave $all and
-// their positions are not reused.
+// An append is one statement in the common case (queries.go): it reads the
+// stream row, upserts it with the new version if its xmin is unchanged and
+// the stream is neither deleted nor tombstoned, and inserts the events (one
+// row from scalar parameters, a batch from arrays with unnest). Statement
+// and transaction are the same, so the append costs one round trip and
+// holds the row's lock only while its own commit is flushed. When that
+// statement declines (no row back: a wrong expected version, a deleted or
+// tombstoned stream, a writer in between) or trips a unique index (an
+// idempotent retry, a duplicate id), the append function decides in a
+// second round trip: it refuses a tombstone (ErrStreamDeleted), recognizes
+// an idempotent retry by the first event id (a unique index on (stream,
+// id)), checks the expected version, and appends with the same compare-and-
+// set. Conflicts are raised with SQLSTATEs VV001..VV005 and mapped to
+// varve's sentinels; a known id later in a batch trips the unique index
+// (23505), which is ErrDuplicateEvent, so the backend declares
+// Features.UniqueEventIDs. A writer that lost a race for the row (VV005, or
+// a unique violation of the row or a version) runs again. Delete and
+// Truncate lock the row FOR UPDATE, so they wait for an append in flight,
+// and then remove the events in a fresh snapshot; deleted events leave
+// $all and their positions are not reused. TestStreamRowRaces races all of
+// these on the same streams.
 //
 // # Reads
 //
@@ -86,7 +101,7 @@
 // the context's error. A context that ends while a statement runs sends
 // PostgreSQL a cancel request (the connection is dropped if the statement
 // has not stopped a second later), so an append that waits for its stream's
-// lock is aborted, not written once the lock comes free (TestCancelWhileLocked).
+// row is aborted, not written once the row comes free (TestCancelWhileLocked).
 // As with any database, a cancel can still lose the race with the commit:
 // the append's outcome is then unknown to the caller, and retrying it with
 // the same event ids is safe.
