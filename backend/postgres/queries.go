@@ -38,7 +38,7 @@ WHERE s.stream = $1`
 	// returns no row when it declines (a wrong expected version, a deleted
 	// or tombstoned stream, a concurrent writer); the caller then calls the
 	// append function, which tells these cases apart. See migration 3.
-	fastAppend := func(n, rows string) string {
+	fastAppend := func(n, rows, last string) string {
 		return `WITH cur AS (
     SELECT st.version, st.xmin AS x FROM ` + s + `.streams st WHERE st.stream = $1::text
 ), up AS (
@@ -53,13 +53,13 @@ WHERE s.stream = $1`
     ` + rows + `
     RETURNING version, tx, seq
 )
-SELECT version, tx, seq FROM ins ORDER BY version DESC LIMIT 1`
+SELECT version, tx, seq FROM ins` + last
 	}
 	return queries{
-		appendOne: fastAppend("1", `SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea FROM up`),
+		appendOne: fastAppend("1", `SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea FROM up`, ``),
 		appendMany: fastAppend("cardinality($3::uuid[])", `SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met
       FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
-     ORDER BY r.ord`),
+     ORDER BY r.ord`, ` ORDER BY version DESC LIMIT 1`),
 		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6)`,
 		delete:   `SELECT ` + s + `.delete_stream($1, $2, $3)`,
 		truncate: `SELECT ` + s + `.truncate_stream($1, $2)`,

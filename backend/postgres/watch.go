@@ -77,7 +77,11 @@ func (b *Backend) committed() {
 func (b *Backend) notifier() {
 	defer b.wg.Done()
 	ctx := b.life
-	sql := "NOTIFY " + b.channel()
+	// A NOTIFY commits a transaction of its own; nothing is lost if that
+	// commit is not flushed, so it does not wait for the WAL flush that
+	// the appends beside it are waiting for (one simple-protocol query is
+	// one implicit transaction, which SET LOCAL applies to).
+	sql := "SET LOCAL synchronous_commit = off; NOTIFY " + b.channel()
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	for {
@@ -89,7 +93,10 @@ func (b *Backend) notifier() {
 		b.requests.Add(1)
 		// A failed NOTIFY only delays other processes' watchers until
 		// their WatchPoll; there is nobody to report it to.
-		_, _ = b.pool.Exec(ctx, sql)
+		if c, err := b.pool.Acquire(ctx); err == nil {
+			_, _ = c.Conn().PgConn().Exec(ctx, sql).ReadAll()
+			c.Release()
+		}
 		pause.Reset(b.cfg.NotifyInterval)
 		select {
 		case <-ctx.Done():
