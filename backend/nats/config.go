@@ -20,6 +20,7 @@ const (
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultCachedStreams   = 100_000
+	DefaultCachedEventIDs  = 1_000_000
 )
 
 // Config configures a [Backend]. The zero value connects to
@@ -61,6 +62,13 @@ type Config struct {
 	// CachedStreams bounds the per-stream head cache (last sequence and
 	// version, used to append in one round trip); default 100,000.
 	CachedStreams int
+	// CachedEventIDs bounds the per-stream event id sets, counted in ids:
+	// the ids of a stream's live events, kept so that an append checks
+	// every id it carries against the stream in its one round trip.
+	// Default 1,000,000 (16-40 bytes each). A stream whose set was evicted,
+	// or that has more live events than the bound, has its ids read again
+	// by its next append.
+	CachedEventIDs int
 }
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
@@ -145,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CachedStreams == 0 {
 		c.CachedStreams = DefaultCachedStreams
 	}
+	if c.CachedEventIDs == 0 {
+		c.CachedEventIDs = DefaultCachedEventIDs
+	}
 	return c, c.validate()
 }
 
@@ -170,7 +181,7 @@ func (c Config) validate() error {
 	if c.Replicas < 0 || c.Replicas > 5 {
 		return bad("replicas %d, want 1..5", c.Replicas)
 	}
-	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.CachedStreams < 0 {
+	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.CachedStreams < 0 || c.CachedEventIDs < 0 {
 		return bad("negative duration or size")
 	}
 	return nil
