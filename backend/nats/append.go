@@ -33,7 +33,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	enc := encodeID(req.Stream)
 	a := &appendOp{b: b, req: req, enc: enc, subj: b.evPrefix + enc}
 	res, err := a.run(ctx)
-	if len(a.chunks) > 0 && (err != nil || a.orphans) {
+	if len(a.chunks) > 0 && !a.stored && !a.unsure {
 		a.dropChunks(ctx)
 	}
 	if err != nil && !isOutcome(err) && ctx.Err() == nil {
@@ -55,7 +55,8 @@ type appendOp struct {
 	enc, subj string
 	body      []byte   // state header + encoded events
 	chunks    []uint64 // sequences of the chunks published for this append
-	orphans   bool     // the chunks are not referenced by a stored commit
+	stored    bool     // this call's commit was stored (and references the chunks)
+	unsure    bool     // a publish of the commit got no answer: it may be stored
 	idSuffix  string   // set when the original message id is taken by events no longer stored
 	// h is the stream's head as the append knows it: cached, read, or
 	// guessed empty for a new stream. fresh: h was read from the server
@@ -131,7 +132,7 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 		}
 		switch {
 		case ack.Error == nil && !ack.Duplicate:
-			a.orphans = false
+			a.stored = true
 			n := len(req.Events)
 			nh := head{seq: ack.Seq, st: st, first: st.version - uint64(n) + 1, n: n}
 			b.remember(req.Stream, nh)
@@ -141,7 +142,6 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 		case ack.Error == nil:
 			// The server's dedupe window holds a commit with this message
 			// id, and stored nothing.
-			a.orphans = true
 			if ack.Seq > a.h.seq {
 				// Stored after the head the ids were checked at (a retry
 				// of an append whose reply was lost, say): check again.
@@ -292,6 +292,7 @@ func (a *appendOp) publish(ctx context.Context, h head) (pubAck, state, error) {
 	}
 	ack, err := b.publish(ctx, m)
 	if err != nil {
+		a.unsure = a.unsure || st.kind == kindChunked
 		return pubAck{}, st, fmt.Errorf("publish commit: %w", err)
 	}
 	return ack, st, nil

@@ -50,7 +50,7 @@ type Config struct {
 	MemoryStorage bool
 	// DuplicateWindow is the JetStream dedupe window of the stream when it
 	// is created; default 2 minutes. Retries within it are recognised by the
-	// server, later ones by a scan of the stream's history.
+	// server, and all of them by the stream's event id set.
 	DuplicateWindow time.Duration
 	// SnapshotBucket and CheckpointBucket name the key-value buckets;
 	// defaults Stream+"_snapshots" and Stream+"_checkpoints".
@@ -65,9 +65,9 @@ type Config struct {
 	// CachedEventIDs bounds the per-stream event id sets, counted in ids:
 	// the ids of a stream's live events, kept so that an append checks
 	// every id it carries against the stream in its one round trip.
-	// Default 1,000,000 (16-40 bytes each). A stream whose set was evicted,
-	// or that has more live events than the bound, has its ids read again
-	// by its next append.
+	// Default 1,000,000 (an id takes 20-40 bytes). A stream whose set was
+	// evicted, or that has more live events than the bound, has its ids
+	// read again by its next append.
 	CachedEventIDs int
 }
 
