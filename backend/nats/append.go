@@ -190,6 +190,7 @@ func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 				return s, nil
 			}
 		}
+		catchUp := cached && sh.incarnation() == a.h.incarnation()
 		switch {
 		case !a.h.exists():
 			return newIDSet(a.h, len(a.req.Events)), nil
@@ -197,15 +198,15 @@ func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 			return nil, nil
 		case a.h.st.kind == kindDeleted:
 			return newIDSet(a.h, len(a.req.Events)), nil
-		case a.m.seq != a.h.seq:
-			// The head's message is needed. Reading the head again may also
-			// let the cached set follow it for free.
+		case a.m.seq != a.h.seq && walks(catchUp, sh, a.h):
+			// A walk back starts at the head's message. Reading the head
+			// again may also let the cached set follow it for free.
 			if err := a.refresh(ctx); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if cached && sh.incarnation() == a.h.incarnation() {
+		if catchUp {
 			ids, ok, err := b.idsAfter(ctx, a.subj, sh, a.h, a.m)
 			if err != nil {
 				if again, err := a.reread(ctx, err); !again {
@@ -231,6 +232,16 @@ func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 		b.keepIDs(stream, s)
 		return s, nil
 	}
+}
+
+// walks reports whether the ids of a stream at h are read by a walk back
+// from h: few versions after the cached set's head at sh (catchUp), or few
+// live versions. Scans need no message of h.
+func walks(catchUp bool, sh, h head) bool {
+	if catchUp {
+		return h.st.version-sh.st.version < walkMax
+	}
+	return h.st.version < liveFrom(h)+walkMax
 }
 
 // reread decides on an error of reading the stream's ids: a chunk purged

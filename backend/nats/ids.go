@@ -263,8 +263,8 @@ func (b *Backend) chainBack(ctx context.Context, subj string, m rawMsg, h head, 
 }
 
 // idsAfter returns the ids of the commits between from and h, two heads of
-// one incarnation, with versions >= h's floor: a walk back from h (m is its
-// message) for a few versions, a scan of the subject otherwise. ok is false
+// one incarnation, with versions >= h's floor: a walk back from h for a few
+// versions if m is h's message, a scan of the subject otherwise. ok is false
 // if the messages do not connect the two heads; the set is then rebuilt.
 func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m rawMsg) (ids []idAt, ok bool, err error) {
 	inc, floor := h.incarnation(), liveFrom(h)
@@ -285,7 +285,7 @@ func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m raw
 		}
 		return err == nil, err
 	}
-	if h.st.version-from.st.version < walkMax {
+	if m.seq == h.seq && h.st.version-from.st.version < walkMax {
 		broken := false
 		chain, ok, err := b.chainBack(ctx, subj, m, h, 2*walkMax, func(ch head) (bool, bool) {
 			if ch.seq <= from.seq {
@@ -324,9 +324,9 @@ func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m raw
 }
 
 // buildIDs makes the id set of the stream at h, a head of a live
-// incarnation whose message is m, from the incarnation's commits: a walk
-// back from the head when the live versions are few, a scan of the subject
-// (from a remembered commit, if any) otherwise.
+// incarnation, from the incarnation's commits: a walk back from the head
+// when the live versions are few and m is h's message, a scan of the
+// subject (from a remembered commit, if any) otherwise.
 func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m rawMsg) (*idSet, error) {
 	inc, floor := h.incarnation(), liveFrom(h)
 	if h.st.version < floor {
@@ -345,7 +345,7 @@ func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m r
 		}
 		return err
 	}
-	if live < walkMax {
+	if m.seq == h.seq && live < walkMax {
 		chain, ok, err := b.chainBack(ctx, subj, m, h, 2*walkMax, func(ch head) (bool, bool) {
 			switch {
 			case ch.st.kind == kindTruncated:
