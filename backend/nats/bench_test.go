@@ -192,7 +192,9 @@ func BenchmarkLoadSave(b *testing.B) {
 				cold.headsMu.Unlock()
 			}
 			coldSave := func(b *testing.B, stream string, v *varve.Version) {
-				res, err := cold.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Exact(*v), Events: benchEvent()})
+				evs := benchEvent()
+				evs[0].ID = varve.NewEventID() // as the Store does
+				res, err := cold.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Exact(*v), Events: evs})
 				if err != nil {
 					b.Fatal(err)
 				}
