@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/varve-go/varve"
 )
@@ -18,23 +18,14 @@ import (
 const (
 	hdrMsgID         = "Nats-Msg-Id"
 	hdrExpectLastSub = "Nats-Expected-Last-Subject-Sequence"
-	hdrExpectLastID  = "Nats-Expected-Last-Msg-Id"
 )
-
-// probeLastID is never a message id, so a probe that carries it as the
-// expected last message id is refused after the server's dedupe check.
-var probeLastID = "varve-probe-" + nuid.Next()
-
-// freshMargin is how much younger than the dedupe window a UUIDv7 first id
-// must be for the server's dedupe check alone to decide whether an append
-// is a retry; it absorbs clock skew between clients and server.
-const freshMargin = 30 * time.Second
 
 // Append implements varve.Backend. A commit is one message (or, above the
 // server's max_payload, one message listing chunk messages), published
 // with Nats-Expected-Last-Subject-Sequence set to the last sequence of the
 // stream's subject as the backend knows it, and a Nats-Msg-Id made of the
-// first event id, the stream and its incarnation.
+// first event id, the stream and its incarnation. Every event id is first
+// checked against the stream's id set at that sequence (see idSet).
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
 	if err := b.ready(ctx); err != nil {
 		return varve.AppendResult{}, err
@@ -42,7 +33,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	enc := encodeID(req.Stream)
 	a := &appendOp{b: b, req: req, enc: enc, subj: b.evPrefix + enc}
 	res, err := a.run(ctx)
-	if len(a.chunks) > 0 && (err != nil || a.orphans) {
+	if len(a.chunks) > 0 && !a.stored && !a.unsure {
 		a.dropChunks(ctx)
 	}
 	if err != nil && !isOutcome(err) && ctx.Err() == nil {
@@ -64,87 +55,207 @@ type appendOp struct {
 	enc, subj string
 	body      []byte   // state header + encoded events
 	chunks    []uint64 // sequences of the chunks published for this append
-	orphans   bool     // the chunks are not referenced by a stored commit
+	stored    bool     // this call's commit was stored (and references the chunks)
+	unsure    bool     // a publish of the commit got no answer: it may be stored
 	idSuffix  string   // set when the original message id is taken by events no longer stored
-	searched  bool     // the history was searched for the first id
+	// h is the stream's head as the append knows it: cached, read, or
+	// guessed empty for a new stream. fresh: h was read from the server
+	// during this call; a conflict is reported only on a fresh head. m is
+	// h's message when it was read during this call.
+	h     head
+	m     rawMsg
+	fresh bool
+	hits  []hit
 }
 
 func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 	b, req := a.b, a.req
 	a.body = appendEvents(make([]byte, stateLen, stateLen+eventsSize(req.Events)), req.Events)
-	// fresh: h was read from the server during this call. A cached head, or
-	// the empty head guessed for a new stream, is read again before a
-	// conflict is reported; a wrong guess costs the publish a retry.
+	// A cached head, or the empty head guessed for a new stream, is read
+	// again before a conflict is reported; a wrong guess costs the publish a
+	// retry.
 	h, cached := b.cachedHead(req.Stream)
-	fresh := false
+	a.h = h
 	if !cached && req.Expected != varve.NoStream {
-		if err := a.refresh(ctx, &h); err != nil {
+		if err := a.refresh(ctx); err != nil {
 			return varve.AppendResult{}, err
 		}
-		fresh = true
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return varve.AppendResult{}, err
 		}
-		if h.st.kind == kindTombstone {
+		set, err := a.idSet(ctx)
+		if err != nil {
+			return varve.AppendResult{}, err
+		}
+		if a.h.st.kind == kindTombstone {
 			return varve.AppendResult{}, varve.ErrStreamDeleted
 		}
-		if !req.Expected.Matches(h.version()) {
-			if !fresh {
-				if err := a.refresh(ctx, &h); err != nil {
-					return varve.AppendResult{}, err
-				}
-				fresh = true
-				continue
-			}
-			return a.conflict(ctx, h)
+		hits, ok := set.hits(a.h.seq, req.Events, a.hits[:0])
+		if !ok {
+			continue // the set moved on: check against its new head
 		}
-		if (req.Expected == varve.Any || req.Expected == varve.StreamExists) && !a.searched && !a.fresh() && h.exists() {
-			// An old id: a retry from beyond the dedupe window would
-			// append the events again. Look for them first.
-			a.searched = true
-			if res, ok, err := a.searchHistory(ctx, h, true); err != nil || ok {
+		a.hits = hits
+		// As in the memory backend: a stored first id makes the append a
+		// retry, whatever it expects; then the expectation; then the other
+		// ids.
+		if len(hits) > 0 && hits[0].i == 0 {
+			res, found, err := a.retry(ctx, hits[0].v)
+			if err != nil || found {
 				return res, err
 			}
+			hits = hits[1:]
 		}
-		ack, st, err := a.publish(ctx, h)
+		if !req.Expected.Matches(a.h.version()) {
+			if !a.fresh {
+				if err := a.refresh(ctx); err != nil {
+					return varve.AppendResult{}, err
+				}
+				continue
+			}
+			return varve.AppendResult{}, &varve.WrongExpectedVersionError{Stream: req.Stream, Expected: req.Expected, Actual: a.h.version()}
+		}
+		for _, x := range hits {
+			id := req.Events[x.i].ID
+			v, found, err := a.locate(ctx, id, x.v)
+			if err != nil {
+				return varve.AppendResult{}, err
+			}
+			if found {
+				return varve.AppendResult{}, fmt.Errorf("%w: event %s is at version %d of %q", varve.ErrDuplicateEvent, id, v, req.Stream)
+			}
+		}
+		ack, st, err := a.publish(ctx, a.h)
 		if err != nil {
 			return varve.AppendResult{}, err
 		}
 		switch {
 		case ack.Error == nil && !ack.Duplicate:
+			a.stored = true
 			n := len(req.Events)
 			nh := head{seq: ack.Seq, st: st, first: st.version - uint64(n) + 1, n: n}
 			b.remember(req.Stream, nh)
+			set.appended(a.h.seq, nh, req.Events)
+			b.keepIDs(req.Stream, set)
 			return varve.AppendResult{FirstVersion: nh.first, LastVersion: st.version, Position: nh.lastPos()}, nil
 		case ack.Error == nil:
-			a.orphans = true
-			res, ok, err := a.original(ctx, ack.Seq, h)
-			if ok || err != nil {
-				return res, err
+			// The server's dedupe window holds a commit with this message
+			// id, and stored nothing.
+			if ack.Seq > a.h.seq {
+				// Stored after the head the ids were checked at (a retry
+				// of an append whose reply was lost, say): check again.
+				if err := a.refresh(ctx); err != nil {
+					return varve.AppendResult{}, err
+				}
+				continue
 			}
-			// The original commit is gone (truncated): this is a new append,
-			// under a message id of its own.
+			// The id set at the head does not hold the first id: that
+			// commit's events were truncated. This is a new append, under
+			// a message id of its own.
 			a.idSuffix = "~" + strconv.FormatUint(ack.Seq, 10)
 		case ack.Error.ErrCode == errWrongLastSequence:
-			if err := a.refresh(ctx, &h); err != nil {
+			if err := a.refresh(ctx); err != nil {
 				return varve.AppendResult{}, err
 			}
-			fresh = true
 		default:
 			return varve.AppendResult{}, fmt.Errorf("publish commit: %w", ack.Error)
 		}
 	}
 }
 
-func (a *appendOp) refresh(ctx context.Context, h *head) error {
-	nh, _, err := a.b.fetchHead(ctx, a.req.Stream, a.subj)
+// refresh reads the stream's head.
+func (a *appendOp) refresh(ctx context.Context) error {
+	h, m, err := a.b.fetchHead(ctx, a.req.Stream, a.subj)
 	if err != nil {
 		return fmt.Errorf("read head: %w", err)
 	}
-	*h = nh
+	a.h, a.m, a.fresh = h, m, true
 	return nil
+}
+
+// idSet returns the stream's id set at a.h, or nil when a.h is a
+// tombstone. A cached set at a.h costs nothing; one at a later head moves
+// a.h there; one behind a.h is caught up with the commits after its head;
+// otherwise the set is built from the stream's commits. A new stream's set
+// is empty.
+func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
+	b, stream := a.b, a.req.Stream
+	for {
+		s, cached := b.cachedIDs(stream)
+		var sh head
+		if cached {
+			if sh = s.head(); sh.seq >= a.h.seq {
+				a.h = sh
+				return s, nil
+			}
+		}
+		catchUp := cached && sh.incarnation() == a.h.incarnation()
+		switch {
+		case !a.h.exists():
+			return newIDSet(a.h, len(a.req.Events)), nil
+		case a.h.st.kind == kindTombstone:
+			return nil, nil
+		case a.h.st.kind == kindDeleted:
+			return newIDSet(a.h, len(a.req.Events)), nil
+		case a.m.seq != a.h.seq && walks(catchUp, sh, a.h):
+			// A walk back starts at the head's message. Reading the head
+			// again may also let the cached set follow it for free.
+			if err := a.refresh(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if catchUp {
+			ids, ok, err := b.idsAfter(ctx, a.subj, sh, a.h, a.m)
+			if err != nil {
+				if again, err := a.reread(ctx, err); !again {
+					return nil, fmt.Errorf("read event ids after %d: %w", sh.seq, err)
+				}
+				continue
+			}
+			if ok {
+				if s.advance(sh.seq, a.h, ids) {
+					b.keepIDs(stream, s)
+					return s, nil
+				}
+				continue
+			}
+		}
+		s, err := b.buildIDs(ctx, stream, a.subj, a.h, a.m)
+		if err != nil {
+			if again, err := a.reread(ctx, err); !again {
+				return nil, fmt.Errorf("read event ids: %w", err)
+			}
+			continue
+		}
+		b.keepIDs(stream, s)
+		return s, nil
+	}
+}
+
+// walks reports whether the ids of a stream at h are read by a walk back
+// from h: few versions after the cached set's head at sh (catchUp), or few
+// live versions. Scans need no message of h.
+func walks(catchUp bool, sh, h head) bool {
+	if catchUp {
+		return h.st.version-sh.st.version < walkMax
+	}
+	return h.st.version < liveFrom(h)+walkMax
+}
+
+// reread decides on an error of reading the stream's ids: a chunk purged
+// during the read (by a truncation or delete) calls for reading from the
+// new head, if there is one.
+func (a *appendOp) reread(ctx context.Context, err error) (bool, error) {
+	if !errors.Is(err, errChunkMissing) {
+		return false, err
+	}
+	seq := a.h.seq
+	if rerr := a.refresh(ctx); rerr != nil {
+		return false, rerr
+	}
+	return a.h.seq != seq, err
 }
 
 func (a *appendOp) msgID(h head) string {
@@ -192,6 +303,7 @@ func (a *appendOp) publish(ctx context.Context, h head) (pubAck, state, error) {
 	}
 	ack, err := b.publish(ctx, m)
 	if err != nil {
+		a.unsure = a.unsure || st.kind == kindChunked
 		return pubAck{}, st, fmt.Errorf("publish commit: %w", err)
 	}
 	return ack, st, nil
@@ -236,147 +348,29 @@ func (a *appendOp) dropChunks(ctx context.Context) {
 	a.chunks = nil
 }
 
-// conflict handles an expectation that h does not meet: unless the append
-// is a retry of a stored one, it fails with the actual version.
-func (a *appendOp) conflict(ctx context.Context, h head) (varve.AppendResult, error) {
-	res, ok, err := a.findOriginal(ctx, h)
-	if err != nil || ok {
-		return res, err
-	}
-	return varve.AppendResult{}, &varve.WrongExpectedVersionError{Stream: a.req.Stream, Expected: a.req.Expected, Actual: h.version()}
-}
-
-// findOriginal looks for a stored append with the same first event id:
-// first with a dedupe probe (a publish that the server answers with the
-// original sequence if the message id is in its dedupe window, and refuses
-// otherwise, storing nothing), then, if the id may be older than the
-// window, in the subject's history.
-func (a *appendOp) findOriginal(ctx context.Context, h head) (varve.AppendResult, bool, error) {
-	b := a.b
-	m := &natsgo.Msg{Subject: a.subj, Header: natsgo.Header{}, Data: []byte{formatV1, kindProbe}}
-	m.Header[hdrMsgID] = []string{a.msgID(h)}
-	m.Header[hdrExpectLastID] = []string{probeLastID}
-	ack, err := b.publish(ctx, m)
-	switch {
-	case err != nil:
-		return varve.AppendResult{}, false, fmt.Errorf("dedupe probe: %w", err)
-	case ack.Error == nil && ack.Duplicate:
-		return a.original(ctx, ack.Seq, h)
-	case ack.Error == nil:
-		return varve.AppendResult{}, false, fmt.Errorf("dedupe probe was stored at %d", ack.Seq)
-	case ack.Error.ErrCode != errWrongLastMsgID:
-		return varve.AppendResult{}, false, fmt.Errorf("dedupe probe: %w", ack.Error)
-	}
-	if a.fresh() {
-		return varve.AppendResult{}, false, nil
-	}
-	return a.searchHistory(ctx, h, false)
-}
-
-// fresh reports whether the first event id is a UUIDv7 younger than the
-// dedupe window: the server knows every message id that recent, so no
-// stored append with it can be missed by its dedupe check.
-func (a *appendOp) fresh() bool {
-	t, ok := v7Time(a.req.Events[0].ID)
-	return ok && time.Since(t) < a.b.cfg.DuplicateWindow-freshMargin
-}
-
-// searchHistory scans the stream's current incarnation, up to h, for the
-// commit that holds the first event id. For a UUIDv7 id the scan starts
-// at the id's time; other ids are searched from the incarnation's start,
-// unless v7Only.
-func (a *appendOp) searchHistory(ctx context.Context, h head, v7Only bool) (varve.AppendResult, bool, error) {
-	b := a.b
-	if !h.exists() {
-		return varve.AppendResult{}, false, nil
-	}
-	first := a.req.Events[0].ID
-	start := scanStart{seq: h.incarnation() + 1, end: h.seq}
-	if t, ok := v7Time(first); ok {
-		start.time = t.Add(-freshMargin)
-	} else if v7Only {
-		return varve.AppendResult{}, false, nil
-	}
-	var found rawMsg
-	err := b.scan(ctx, a.subj, start, func(m scanMsg) (bool, error) {
-		if m.seq > h.seq {
-			return false, nil
-		}
-		st, err := getState(m.data)
-		if err != nil || !st.isCommit() || st.incarnation != h.incarnation() {
-			return err == nil && m.seq < h.seq, err
-		}
-		p, err := b.payload(ctx, m.rawMsg, st)
-		if err != nil {
-			return false, err
-		}
-		if idx, err := indexOf(p, first); err != nil || idx >= 0 {
-			found = m.rawMsg
-			return false, err
-		}
-		return m.seq < h.seq, nil
-	})
-	if err != nil {
-		return varve.AppendResult{}, false, fmt.Errorf("search history for event %s: %w", first, err)
-	}
-	if found.seq == 0 {
-		return varve.AppendResult{}, false, nil
-	}
-	return a.compare(ctx, found, h)
-}
-
-// original fetches the commit at seq that holds the request's first event
-// id and compares it with the request.
-func (a *appendOp) original(ctx context.Context, seq uint64, h head) (varve.AppendResult, bool, error) {
-	m, found, err := a.b.getSeq(ctx, seq)
-	if err != nil {
-		return varve.AppendResult{}, false, fmt.Errorf("read original commit %d: %w", seq, err)
-	}
-	if !found || m.subject != a.subj {
-		return varve.AppendResult{}, false, nil
-	}
-	return a.compare(ctx, m, h)
-}
-
-// compare checks that the request's events are the stored events from its
-// first id on, one for one, and returns the original result. ok is false
-// when the first id is not (or no longer) in the stream.
-func (a *appendOp) compare(ctx context.Context, m rawMsg, h head) (varve.AppendResult, bool, error) {
-	b, req := a.b, a.req
-	st, err := getState(m.data)
-	if err != nil || !st.isCommit() || st.incarnation != h.incarnation() {
+// retry handles an append whose first id the id set holds at version v:
+// an exact retry of stored events returns their result, anything else is
+// ErrDuplicateEvent. found is false if the id is not stored after all: a
+// fingerprint that another id shares, or events removed since the set's
+// head (the publish's sequence check then sends the append round again).
+func (a *appendOp) retry(ctx context.Context, v varve.Version) (varve.AppendResult, bool, error) {
+	req := a.req
+	first, n := req.Events[0].ID, len(req.Events)
+	stored, err := a.read(ctx, v, n)
+	if err != nil || len(stored) == 0 || stored[0].Version != v {
 		return varve.AppendResult{}, false, err
 	}
-	p, err := b.payload(ctx, m, st)
-	if err != nil {
-		return varve.AppendResult{}, false, err
-	}
-	stored, err := emit(nil, p, req.Stream, m.seq, st, 0, 0, st.version, 1<<31)
-	if err != nil {
-		return varve.AppendResult{}, false, err
-	}
-	idx := -1
-	for i := range stored {
-		if stored[i].ID == req.Events[0].ID {
-			idx = i
-			break
-		}
-	}
-	if idx < 0 || stored[idx].Version < h.st.floor {
-		return varve.AppendResult{}, false, nil
-	}
-	stored = stored[idx:]
-	if len(stored) < len(req.Events) {
-		more, err := b.ReadStream(ctx, varve.StreamQuery{
-			Stream: req.Stream, From: st.version + 1, Limit: len(req.Events) - len(stored),
-		}, stored)
-		if err != nil && !errors.Is(err, varve.ErrStreamNotFound) {
+	if stored[0].ID != first {
+		v, found, err := a.search(ctx, first)
+		if err != nil || !found {
 			return varve.AppendResult{}, false, err
 		}
-		stored = more
+		if stored, err = a.read(ctx, v, n); err != nil || len(stored) == 0 || stored[0].ID != first {
+			return varve.AppendResult{}, false, err
+		}
 	}
-	dup := fmt.Errorf("%w: event %s is at version %d of %q", varve.ErrDuplicateEvent, req.Events[0].ID, stored[0].Version, req.Stream)
-	if len(stored) < len(req.Events) {
+	dup := fmt.Errorf("%w: event %s is at version %d of %q", varve.ErrDuplicateEvent, first, stored[0].Version, req.Stream)
+	if len(stored) < n {
 		return varve.AppendResult{}, true, dup
 	}
 	for i := range req.Events {
@@ -384,25 +378,55 @@ func (a *appendOp) compare(ctx context.Context, m rawMsg, h head) (varve.AppendR
 			return varve.AppendResult{}, true, dup
 		}
 	}
-	last := stored[len(req.Events)-1]
+	last := stored[n-1]
 	return varve.AppendResult{FirstVersion: stored[0].Version, LastVersion: last.Version, Position: last.Position}, true, nil
 }
 
-// indexOf returns the index of the event with the given id in an encoded
-// events payload, or -1.
-func indexOf(payload []byte, id [16]byte) (int, error) {
-	r, err := newEventReader(payload)
-	if err != nil {
-		return -1, err
+// locate checks that the event with the given id is stored at version v,
+// where the id set has its fingerprint, and searches the stream if another
+// id holds it. found is false if the id is not stored, or v no longer is.
+func (a *appendOp) locate(ctx context.Context, id uuid.UUID, v varve.Version) (varve.Version, bool, error) {
+	stored, err := a.read(ctx, v, 1)
+	if err != nil || len(stored) == 0 || stored[0].Version != v {
+		return 0, false, err
 	}
-	var e varve.RecordedEvent
-	for i := 0; r.n > 0; i++ {
-		if err := r.next(&e, true); err != nil {
-			return -1, err
-		}
-		if e.ID == id {
-			return i, nil
-		}
+	if stored[0].ID == id {
+		return v, true, nil
 	}
-	return -1, nil
+	return a.search(ctx, id)
+}
+
+// read returns up to n events of the stream from version v on; none if the
+// stream is gone.
+func (a *appendOp) read(ctx context.Context, v varve.Version, n int) ([]varve.RecordedEvent, error) {
+	evs, err := a.b.ReadStream(ctx, varve.StreamQuery{Stream: a.req.Stream, From: v, Limit: n}, nil)
+	if errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted) {
+		return nil, nil
+	}
+	return evs, err
+}
+
+// search reads the whole stream for the event with the given id: the
+// answer to two ids with one fingerprint, which is rare enough.
+func (a *appendOp) search(ctx context.Context, id uuid.UUID) (varve.Version, bool, error) {
+	const page = 1024
+	var buf []varve.RecordedEvent
+	for from := varve.Version(1); ; {
+		evs, err := a.b.ReadStream(ctx, varve.StreamQuery{Stream: a.req.Stream, From: from, Limit: page}, buf[:0])
+		if errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("search the stream for event %s: %w", id, err)
+		}
+		for i := range evs {
+			if evs[i].ID == id {
+				return evs[i].Version, true, nil
+			}
+		}
+		if len(evs) < page {
+			return 0, false, nil
+		}
+		from, buf = evs[len(evs)-1].Version+1, evs
+	}
 }

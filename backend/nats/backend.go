@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maypok86/otter/v2"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -40,6 +41,8 @@ type Backend struct {
 	headsMu sync.Mutex
 	heads   map[string]head // stream id -> last known head
 	hints   map[string]hint // stream id -> a commit to start scans at
+
+	idSets *otter.Cache[string, *idSet] // stream id -> ids of its live events
 
 	floorsMu  sync.Mutex
 	floors    map[uint64]varve.Version // commit seq -> first visible version
@@ -82,6 +85,16 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		hints:     make(map[string]hint),
 		floors:    make(map[uint64]varve.Version),
 		watchCh:   make(chan struct{}),
+	}
+	b.idSets, err = otter.New(&otter.Options[string, *idSet]{
+		MaximumWeight: uint64(cfg.CachedEventIDs),
+		Weigher:       func(_ string, s *idSet) uint32 { return s.weight.Load() },
+		// Maintenance runs on the calling goroutine: the backend starts no
+		// goroutines of its own.
+		Executor: func(fn func()) { fn() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats: id set cache: %w", err)
 	}
 	if b.nc == nil {
 		opts := append([]natsgo.Option{natsgo.Name("varve"), natsgo.MaxReconnects(-1)}, cfg.Options...)
@@ -172,11 +185,12 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 // Features implements varve.Backend.
 func (b *Backend) Features() varve.Features {
 	return varve.Features{
-		Name:        "nats",
-		Durable:     !b.cfg.MemoryStorage,
-		Snapshots:   true,
-		Checkpoints: true,
-		Watch:       true,
+		Name:           "nats",
+		Durable:        !b.cfg.MemoryStorage,
+		UniqueEventIDs: true,
+		Snapshots:      true,
+		Checkpoints:    true,
+		Watch:          true,
 	}
 }
 
@@ -270,11 +284,9 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("jetstream error %d (%d): %s", e.ErrCode, e.Code, e.Description)
 }
 
-// JetStream error codes that the backend acts on.
-const (
-	errWrongLastSequence = 10071
-	errWrongLastMsgID    = 10070
-)
+// errWrongLastSequence is the JetStream error code of a failed
+// expected-last-subject-sequence check.
+const errWrongLastSequence = 10071
 
 type pubAck struct {
 	Seq       uint64    `json:"seq"`

@@ -225,7 +225,7 @@ func TestChunkedCommits(t *testing.T) {
 }
 
 // TestRetryAfterDedupeWindow: with a 1s dedupe window, a retry 1.5s later is
-// recognised by the history search.
+// recognised by the stream's event id set.
 func TestRetryAfterDedupeWindow(t *testing.T) {
 	forModes(t, func(t *testing.T, m mode) {
 		cfg := testConfig(m.url, uniqueName("window"))

@@ -143,6 +143,11 @@ func BenchmarkAppend(b *testing.B) {
 //     saves a snapshot (so 0-9 events follow the snapshot).
 //   - replay: nothing in memory, no snapshot used; load reads the whole
 //     stream (20 events and more).
+//   - snapshot-cold, replay-cold: snapshot and replay on a second backend
+//     that forgets the aggregate's head, scan hint and event id set before
+//     each cycle, as a process that meets the aggregate for the first time:
+//     its save reads the stream's ids, unless its load read the whole
+//     stream.
 func BenchmarkLoadSave(b *testing.B) {
 	const aggregates = 100
 	for _, srv := range benchServers {
@@ -173,6 +178,23 @@ func BenchmarkLoadSave(b *testing.B) {
 			}
 			save := func(b *testing.B, stream string, v *varve.Version) {
 				res, err := s.Append(ctx, stream, varve.Exact(*v), benchEvent()...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				*v = res.LastVersion
+			}
+			cold := open(b, be.cfg)
+			forget := func(stream string) {
+				cold.idSets.Invalidate(stream)
+				cold.headsMu.Lock()
+				delete(cold.heads, stream)
+				delete(cold.hints, stream)
+				cold.headsMu.Unlock()
+			}
+			coldSave := func(b *testing.B, stream string, v *varve.Version) {
+				evs := benchEvent()
+				evs[0].ID = varve.NewEventID() // as the Store does
+				res, err := cold.Append(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Exact(*v), Events: evs})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -231,6 +253,47 @@ func BenchmarkLoadSave(b *testing.B) {
 					i++
 				}
 				reportRequests(b, be, req)
+			})
+			b.Run("snapshot-cold", func(b *testing.B) {
+				id, versions := setup(b, "snapcold")
+				req := cold.Requests()
+				i := 0
+				for b.Loop() {
+					agg := i % aggregates
+					forget(id(agg))
+					snap, ok, err := cold.LoadSnapshot(ctx, id(agg))
+					if err != nil || !ok {
+						b.Fatalf("load snapshot: %v %v", ok, err)
+					}
+					page, err := cold.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: snap.Version + 1, Limit: 512}, buf[:0])
+					if err != nil || snap.Version+uint64(len(page)) != versions[agg] {
+						b.Fatalf("load after snapshot: %d events, %v", len(page), err)
+					}
+					coldSave(b, id(agg), &versions[agg])
+					if versions[agg]%10 == 0 {
+						if err := cold.SaveSnapshot(ctx, varve.Snapshot{Stream: id(agg), Version: versions[agg], Data: make([]byte, 200)}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					i++
+				}
+				reportRequests(b, cold, req)
+			})
+			b.Run("replay-cold", func(b *testing.B) {
+				id, versions := setup(b, "replaycold")
+				req := cold.Requests()
+				i := 0
+				for b.Loop() {
+					agg := i % aggregates
+					forget(id(agg))
+					page, err := cold.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: 1, Limit: 512}, buf[:0])
+					if err != nil || uint64(len(page)) != versions[agg] {
+						b.Fatalf("replay: %d events, %v", len(page), err)
+					}
+					coldSave(b, id(agg), &versions[agg])
+					i++
+				}
+				reportRequests(b, cold, req)
 			})
 		})
 	}

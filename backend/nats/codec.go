@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/varve-go/varve"
 )
 
@@ -93,7 +91,7 @@ func decodeID(tok string) (string, error) {
 const (
 	formatV1 byte = 1
 
-	kindProbe     byte = 0 // never stored: the body of a dedupe probe
+	// Kind 0 is never stored (it was the body of dedupe probes).
 	kindCommit    byte = 1 // events inline
 	kindChunked   byte = 2 // events in chunk messages, listed by sequence
 	kindDeleted   byte = 3 // the stream was deleted; a new incarnation starts here
@@ -339,13 +337,4 @@ func decodeSnapshot(stream string, b []byte) (varve.Snapshot, hint, error) {
 		s.Data = b[snapshotHeader:]
 	}
 	return s, at, nil
-}
-
-// v7Time returns the creation time of a UUIDv7 id.
-func v7Time(id uuid.UUID) (time.Time, bool) {
-	if id.Version() != 7 {
-		return time.Time{}, false
-	}
-	ms := int64(binary.BigEndian.Uint64(id[0:8]) >> 16)
-	return time.UnixMilli(ms), true
 }

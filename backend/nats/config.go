@@ -20,6 +20,7 @@ const (
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultCachedStreams   = 100_000
+	DefaultCachedEventIDs  = 1_000_000
 )
 
 // Config configures a [Backend]. The zero value connects to
@@ -49,7 +50,7 @@ type Config struct {
 	MemoryStorage bool
 	// DuplicateWindow is the JetStream dedupe window of the stream when it
 	// is created; default 2 minutes. Retries within it are recognised by the
-	// server, later ones by a scan of the stream's history.
+	// server, and all of them by the stream's event id set.
 	DuplicateWindow time.Duration
 	// SnapshotBucket and CheckpointBucket name the key-value buckets;
 	// defaults Stream+"_snapshots" and Stream+"_checkpoints".
@@ -61,6 +62,13 @@ type Config struct {
 	// CachedStreams bounds the per-stream head cache (last sequence and
 	// version, used to append in one round trip); default 100,000.
 	CachedStreams int
+	// CachedEventIDs bounds the per-stream event id sets, counted in ids:
+	// the ids of a stream's live events, kept so that an append checks
+	// every id it carries against the stream in its one round trip.
+	// Default 1,000,000 (an id takes 20-40 bytes). A stream whose set was
+	// evicted, or that has more live events than the bound, has its ids
+	// read again by its next append.
+	CachedEventIDs int
 }
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
@@ -145,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CachedStreams == 0 {
 		c.CachedStreams = DefaultCachedStreams
 	}
+	if c.CachedEventIDs == 0 {
+		c.CachedEventIDs = DefaultCachedEventIDs
+	}
 	return c, c.validate()
 }
 
@@ -170,7 +181,7 @@ func (c Config) validate() error {
 	if c.Replicas < 0 || c.Replicas > 5 {
 		return bad("replicas %d, want 1..5", c.Replicas)
 	}
-	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.CachedStreams < 0 {
+	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.CachedStreams < 0 || c.CachedEventIDs < 0 {
 		return bad("negative duration or size")
 	}
 	return nil

@@ -37,19 +37,44 @@
 // [varve.WrongExpectedVersionError] with the actual version, any other
 // mismatch a retry with the new sequence.
 //
-// Idempotency: every commit carries Nats-Msg-Id = first event id, stream
-// and incarnation, so the server drops a retry within its dedupe window
-// (Config.DuplicateWindow, default 2 minutes) and answers with the
-// original sequence. Before a conflict is reported, a dedupe probe (a
-// publish with that message id and an impossible
-// Nats-Expected-Last-Msg-Id, which the server checks after its dedupe check
-// on every version, so it stores nothing) finds retries in the window.
-// Retries from beyond the window are found in the subject's history: for a
-// UUIDv7 first id (the default ids) the search starts at the id's time and
-// also runs for Any and StreamExists appends; for other ids it runs only
-// when the expectation fails, so an Any append of a non-v7 id retried after
-// the window is stored twice. Only the first id of an append is checked
-// (Features.UniqueEventIDs is false).
+// # Event ids: idempotency and uniqueness
+//
+// Every event id of an append is checked against the stream, as in the
+// other backends (Features.UniqueEventIDs): an append whose first id is
+// stored is a retry, which returns the original result if its events are
+// the stored events from that id on, one for one, and fails with
+// [varve.ErrDuplicateEvent] otherwise, whatever it expects; an append that
+// meets its expectation but carries any other stored id fails with
+// ErrDuplicateEvent and stores nothing. "Stored" means a live event of the
+// stream's current incarnation: a truncation frees the ids of the events it
+// removes, a delete those of all, as in the memory backend.
+//
+// JetStream has no index to ask, so the backend keeps one per stream: the
+// ids of its live events (64-bit fingerprints, each mapped to its version
+// and verified against the stored event on a hit) as of one head of its
+// subject. The append is checked against the set and published with that
+// head's sequence as Nats-Expected-Last-Subject-Sequence, so a commit the
+// set does not know (another process's) fails the publish; the backend then
+// reads the commits after the set's head (a walk back from the new head, or
+// a scan) and checks again. An append to a stream whose head and id set
+// are cached costs no request beyond its publish, and a new stream needs
+// none. Without a set (a cold process, or an evicted set) the append reads
+// the ids of the stream's live events once: a walk back for a few
+// versions, otherwise batched direct gets (2.11+) or a short-lived
+// consumer. A read of the whole live stream fills the set for free, and a
+// read of the head moves it past the next commit, truncation or delete.
+// The sets are bounded by Config.CachedEventIDs (ids over all streams,
+// default 1,000,000, 20-40 bytes an id); a stream with more live events
+// than that pays the read on every append.
+//
+// Every commit also carries Nats-Msg-Id = first event id, stream and
+// incarnation, so the server drops a resent publish within its dedupe
+// window (Config.DuplicateWindow, default 2 minutes) and names the stored
+// commit. If it is newer than the head the ids were checked at, the backend
+// catches the set up and answers as for any retry; if the set does not
+// hold its first id, its events were truncated, and the append is
+// published again under a message id of its own. Retries from beyond the
+// window are found by the id set, whatever the ids look like.
 //
 // # Positions
 //
@@ -111,7 +136,8 @@
 //
 // A Backend is safe for concurrent use. Appends to different streams never
 // wait for each other in the backend; appends to one stream race on the
-// server's sequence check. The backend starts no goroutines of its own: the
+// server's sequence check, and hold a stream's id set locked only to look
+// ids up or add them. The backend starts no goroutines of its own: the
 // NATS connection's goroutines end with Close, which closes a connection the
 // backend opened and not one passed in Config.Conn. Watch subscribes to the
 // headers that the stream republishes (RePublish, headers only) after it

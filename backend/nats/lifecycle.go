@@ -105,7 +105,7 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 		markerSeq := h.seq
 		if floor > h.st.floor {
 			st := h.st
-			st.kind, st.floor, st.last = kindTruncated, floor, h.lastPos()
+			st.kind, st.floor, st.last, st.prev = kindTruncated, floor, h.lastPos(), h.seq
 			seq, ok, err := b.publishMarker(ctx, subj, h, st)
 			if err != nil {
 				return fmt.Errorf("nats: truncate %q: %w", stream, err)
@@ -115,6 +115,7 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 			}
 			markerSeq = seq
 			b.remember(stream, head{seq: seq, st: st})
+			b.follow(stream, head{seq: seq, st: st}, rawMsg{})
 		}
 		if bound.seq != 0 && bound.first < floor {
 			if err := b.addFloor(ctx, bound.seq, floor); err != nil {
@@ -176,7 +177,7 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 		if !expected.Matches(h.version()) {
 			return &varve.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: h.version()}
 		}
-		st := state{kind: kindDeleted, created: h.st.created, updated: time.Now().UnixNano()}
+		st := state{kind: kindDeleted, created: h.st.created, updated: time.Now().UnixNano(), prev: h.seq}
 		if tombstone {
 			st.kind = kindTombstone
 		}
@@ -188,6 +189,7 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 			continue
 		}
 		b.remember(stream, head{seq: seq, st: st})
+		b.follow(stream, head{seq: seq, st: st}, rawMsg{})
 		if err := b.purgeBelow(ctx, enc, seq, seq); err != nil {
 			return fmt.Errorf("nats: delete %q: %w", stream, err)
 		}

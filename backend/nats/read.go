@@ -133,8 +133,13 @@ func (b *Backend) fetchHead(ctx context.Context, stream, subj string) (head, raw
 		return head{}, m, err
 	}
 	b.remember(stream, h)
+	b.follow(stream, h, m)
 	return h, m, nil
 }
+
+// errChunkMissing: a chunk of a commit is not stored, as when a delete or
+// truncation purged it while the commit was read.
+var errChunkMissing = fmt.Errorf("%w: chunk missing", errCorrupt)
 
 // payload returns a commit's encoded events, reading its chunks if it has
 // them.
@@ -153,7 +158,7 @@ func (b *Backend) payload(ctx context.Context, m rawMsg, st state) ([]byte, erro
 			return nil, fmt.Errorf("read chunk %d of commit %d: %w", seq, m.seq, err)
 		}
 		if !found {
-			return nil, fmt.Errorf("chunk %d of commit %d: %w: missing", seq, m.seq, errCorrupt)
+			return nil, fmt.Errorf("chunk %d of commit %d: %w", seq, m.seq, errChunkMissing)
 		}
 		out = append(out, c.data...)
 	}
@@ -246,6 +251,9 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		}
 	} else if buf, err = b.readRange(ctx, q.Stream, subj, h, m, lo, hi, buf); err != nil {
 		return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+	}
+	if lo == floor && hi == ver && uint64(len(buf)-start) == ver-floor+1 {
+		b.offerIDs(q.Stream, h, buf[start:]) // the whole live stream: its ids
 	}
 	if q.Direction == varve.Backward {
 		slices.Reverse(buf[start:])
