@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +59,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse connection string: %w: %v", varve.ErrInvalidArgument, err)
 	}
-	if cfg.MaxConns > 0 {
+	switch {
+	case cfg.MaxConns > 0:
 		pc.MaxConns = cfg.MaxConns
+	case !strings.Contains(cfg.ConnString, "pool_max_conns"):
+		pc.MaxConns = max(pc.MaxConns, DefaultMaxConns)
 	}
 	// Reads decode rows in PostgreSQL's binary format, which the modes that
 	// describe statements use.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +124,37 @@ func TestQueryExecModes(t *testing.T) {
 			all, err := b.ReadAll(ctx, varve.AllQuery{After: before, Limit: 1}, nil)
 			if err != nil || len(all) != 1 || all[0].ID != ev.ID || all[0].Stream != stream {
 				t.Fatalf("read $all: %+v %v", all, err)
+			}
+		})
+	}
+}
+
+// TestPoolSize: the pool holds DefaultMaxConns connections unless the
+// config or the connection string's pool_max_conns sets its size.
+func TestPoolSize(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		param string
+		conns int32
+		want  int32
+	}{
+		{"default", "", 0, max(postgres.DefaultMaxConns, int32(runtime.NumCPU()))},
+		{"Config.MaxConns", "", 5, 5},
+		{"pool_max_conns", "pool_max_conns=3", 0, 3},
+		{"Config.MaxConns over pool_max_conns", "pool_max_conns=3", 6, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config(t, testSchema)
+			if tc.param != "" {
+				sep := "?"
+				if strings.Contains(cfg.ConnString, "?") {
+					sep = "&"
+				}
+				cfg.ConnString += sep + tc.param
+			}
+			cfg.MaxConns = tc.conns
+			if got := open(t, cfg).Pool().Config().MaxConns; got != tc.want {
+				t.Fatalf("pool of %d connections, want %d", got, tc.want)
 			}
 		})
 	}

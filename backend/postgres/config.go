@@ -15,6 +15,10 @@ const (
 	DefaultSchema         = "varve"
 	DefaultNotifyInterval = 2 * time.Millisecond
 	DefaultWatchPoll      = time.Second
+	// DefaultMaxConns is the pool size unless Config.MaxConns or the
+	// connection string's pool_max_conns says otherwise (or pgxpool's own
+	// default, one connection per CPU, is larger).
+	DefaultMaxConns = 8
 )
 
 // Config configures a [Backend]. The zero value connects with libpq's
@@ -26,9 +30,10 @@ type Config struct {
 	// Schema holds varve's tables and functions; default "varve". Separate
 	// schemas are separate stores.
 	Schema string
-	// MaxConns bounds the connection pool; 0 keeps pgxpool's default
-	// (the greater of 4 and the number of CPUs) or the pool_max_conns of
-	// ConnString.
+	// MaxConns bounds the connection pool; 0 means the pool_max_conns of
+	// ConnString or else DefaultMaxConns. An append waits for its commit's
+	// WAL flush, and appends in flight together share one flush, so the
+	// pool is larger than pgxpool's default of one connection per CPU.
 	MaxConns int32
 	// NoMigrate skips creating and upgrading the schema in New.
 	NoMigrate bool
