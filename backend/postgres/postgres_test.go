@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/varve-go/varve"
@@ -51,7 +52,12 @@ func TestMain(m *testing.M) {
 func dropSchema(url, schema string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
+	// pgxpool's parser knows the pool_* parameters a test URL may carry.
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig)
 	if err != nil {
 		return err
 	}
