@@ -10,7 +10,43 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/postgres"
 )
+
+// The baselines' table, row and statement: a bare table (no index, no
+// constraint) and a plain single-row INSERT into it.
+var bareData = []byte(`{"amount":42,"currency":"EUR","note":"benchmark payload"}`)
+
+const bareInsert = "INSERT INTO %s.bare (stream, version, id, type, data) VALUES ($1, $2, $3, $4, $5)"
+
+// bareTable opens the backend of cfg (which creates its schema), creates
+// the bare table in that schema and returns a pool of 8 connections for
+// the baseline statements.
+func bareTable(b *testing.B, cfg postgres.Config) (*pgxpool.Pool, *postgres.Backend) {
+	b.Helper()
+	be := open(b, cfg)
+	pool := testPool(b, cfg.ConnString, 8)
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS "+be.Schema()+".bare (stream text, version bigint, id uuid, type text, data bytea, metadata bytea)"); err != nil {
+		b.Fatal(err)
+	}
+	return pool, be
+}
+
+// testPool is a pgx pool of conns connections, closed when b ends.
+func testPool(b *testing.B, connString string, conns int32) *pgxpool.Pool {
+	b.Helper()
+	pc, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
 
 // BenchmarkBaseline is what issue 3 measures varve against, run beside
 // BenchmarkSuite in one `go test -bench`: a plain single-row INSERT in
@@ -20,23 +56,8 @@ import (
 func BenchmarkBaseline(b *testing.B) {
 	ctx := context.Background()
 	cfg := config(b, testSchema+"_baseline")
-	be := open(b, cfg) // creates the schema
-	pc, err := pgxpool.ParseConfig(cfg.ConnString)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	table := be.Schema() + ".bare"
-	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (stream text, version bigint, id uuid, type text, data bytea, metadata bytea)"); err != nil {
-		b.Fatal(err)
-	}
-	data := []byte(`{"amount":42,"currency":"EUR","note":"benchmark payload"}`)
-	insert := "INSERT INTO " + table + " (stream, version, id, type, data) VALUES ($1, $2, $3, $4, $5)"
+	pool, _ := bareTable(b, cfg)
+	insert, data := fmt.Sprintf(bareInsert, pgx.Identifier{cfg.Schema}.Sanitize()), bareData
 	for _, clients := range []int{1, 8} {
 		b.Run(fmt.Sprintf("insert/clients=%d", clients), func(b *testing.B) {
 			var wg sync.WaitGroup
@@ -85,27 +106,12 @@ func BenchmarkTargets(b *testing.B) {
 	ctx := context.Background()
 	cfg := config(b, testSchema+"_targets")
 	cfg.MaxConns = 8
-	be := open(b, cfg)
+	pool, be := bareTable(b, cfg)
+	insert, data := fmt.Sprintf(bareInsert, be.Schema()), bareData
 	s, err := varve.New(be, varve.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	pc, err := pgxpool.ParseConfig(cfg.ConnString)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	table := be.Schema() + ".bare"
-	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (stream text, version bigint, id uuid, type text, data bytea, metadata bytea)"); err != nil {
-		b.Fatal(err)
-	}
-	data := []byte(`{"amount":42,"currency":"EUR","note":"benchmark payload"}`)
-	insert := "INSERT INTO " + table + " (stream, version, id, type, data) VALUES ($1, $2, $3, $4, $5)"
 	// With several clients each one's calls run one after the other, so
 	// the events/s of all clients is clients times one client's.
 	report := func(b *testing.B, p *pair, events, clients int) {

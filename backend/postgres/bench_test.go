@@ -47,16 +47,7 @@ func newBenchEnv(b *testing.B, conns int32) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pc, err := pgxpool.ParseConfig(cfg.ConnString)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc.MaxConns = conns
-	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
+	pool := testPool(b, cfg.ConnString, conns)
 	if _, err := pool.Exec(context.Background(), fmt.Sprintf(baselineTable, be.Schema())); err != nil {
 		b.Fatal(err)
 	}
