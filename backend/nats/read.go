@@ -315,15 +315,23 @@ func (b *Backend) finish(q varve.StreamQuery, h head, lo, hi varve.Version, buf 
 }
 
 // coldBatch bounds the messages that a read of a stream this backend knows
-// nothing about asks for in its first batch.
-const coldBatch = 256
+// nothing about asks for in its first batch; tailBatch those of a read that
+// starts at the cached head's commit.
+const (
+	coldBatch = 256
+	tailBatch = 128
+)
 
 // batchPlan decides whether q starts with a batched direct get of the
 // stream's subject rather than a get of its head, and if so from which
 // sequence and for how many messages. It does when that batch likely
-// reaches the subject's last message, and the last commit likely does not
-// answer q alone: the stream's cached head says so, or, for a stream not
-// seen yet, q reads forward from near its start.
+// reaches the subject's last message and holds the commit with q's first
+// version: from the cached head's commit when that commit holds it (then
+// the batch costs what a get of the head costs, and also sees the commits
+// of other processes since), from a remembered commit or the incarnation's
+// start when q reads up to the cached head, from a cached delete marker (a
+// new incarnation begins there), or, for a stream not seen yet,
+// from sequence 1 when q reads forward from near the stream's start.
 func (b *Backend) batchPlan(q varve.StreamQuery) (from uint64, n int, ok bool) {
 	ch, known := b.cachedHead(q.Stream)
 	if !known {
@@ -340,12 +348,22 @@ func (b *Backend) batchPlan(q varve.StreamQuery) (from uint64, n int, ok bool) {
 		}
 		return 1, int(want), true
 	}
-	if !ch.exists() || !ch.st.isCommit() && ch.st.kind != kindTruncated {
+	switch ch.st.kind {
+	case kindTombstone:
 		return 0, 0, false
+	case kindDeleted: // a new incarnation, if any, follows the marker
+		return ch.seq, tailBatch, true
 	}
 	lo, hi, ok := span(q, ch)
-	if !ok || hi < ch.st.version || ch.st.isCommit() && ch.first <= lo {
-		return 0, 0, false // the head answers, or the read stops before it
+	switch {
+	case !ok && q.Direction == varve.Forward && ch.st.isCommit():
+		return ch.seq, tailBatch, true // after the cached head: what follows it
+	case !ok:
+		return 0, 0, false
+	case ch.st.isCommit() && ch.first <= lo:
+		return ch.seq, tailBatch, true
+	case hi < ch.st.version:
+		return 0, 0, false // the read stops before the head
 	}
 	inc := ch.incarnation()
 	from, first := inc+1, max(ch.st.floor, 1)
@@ -388,19 +406,31 @@ func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj strin
 	if err := headErr(h); err != nil {
 		return buf, h, m, true, err
 	}
-	lo, hi, ok := span(q, h)
-	if !ok {
-		return buf, h, m, true, nil
-	}
-	// The batch holds every commit with versions from lo if it began at
+	// The batch holds every commit with versions from v on if it began at
 	// the incarnation's start, or holds a commit of the incarnation that
-	// begins at lo or below: sequences grow with versions.
+	// begins at v or below: sequences grow with versions.
 	inc := h.incarnation()
-	covered := from <= inc+1
-	for i := 0; !covered && i < len(heads); i++ {
-		covered = heads[i].st.isCommit() && heads[i].st.incarnation == inc && heads[i].first <= lo
+	holdsFrom := func(v varve.Version) bool {
+		if from <= inc+1 {
+			return true
+		}
+		for _, c := range heads {
+			if c.st.isCommit() && c.st.incarnation == inc && c.first <= v {
+				return true
+			}
+		}
+		return false
 	}
-	if !covered {
+	lo, hi, ok := span(q, h)
+	if !ok || lo > liveFrom(h) {
+		if holdsFrom(liveFrom(h)) {
+			b.offerBatchIDs(q.Stream, h, heads, msgs)
+		}
+		if !ok {
+			return buf, h, m, true, nil
+		}
+	}
+	if !holdsFrom(lo) {
 		return buf, h, m, false, nil
 	}
 	start := len(buf)
@@ -699,4 +729,40 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 		info.LastPosition = h.lastPos()
 	}
 	return info, nil
+}
+
+// offerBatchIDs makes a set of the ids of the live events of the stream at
+// h from a batch that holds all of its commits (heads and msgs, in order),
+// if no set at h or later is cached and every commit is inline.
+func (b *Backend) offerBatchIDs(stream string, h head, heads []head, msgs []rawMsg) {
+	floor := liveFrom(h)
+	if h.st.version < floor || h.st.version-floor+1 >= uint64(b.cfg.CachedEventIDs) {
+		return
+	}
+	if s, ok := b.cachedIDs(stream); ok && s.head().seq >= h.seq {
+		return
+	}
+	inc := h.incarnation()
+	s := newIDSet(h, int(h.st.version-floor+1))
+	var ids []idAt
+	n := 0
+	for i, c := range heads {
+		if !c.st.isCommit() || c.st.incarnation != inc || c.st.version < floor {
+			continue
+		}
+		if c.st.kind != kindCommit {
+			return // its ids are in chunks: leave the set to the next append
+		}
+		var err error
+		if ids, err = idsOf(ids[:0], msgs[i].data[stateLen:], c.st, floor); err != nil {
+			return
+		}
+		for _, x := range ids {
+			s.ids[x.fp] = x.v
+		}
+		n += len(ids)
+	}
+	if uint64(n) == h.st.version-floor+1 {
+		b.keepIDs(stream, s)
+	}
 }
