@@ -539,6 +539,62 @@ request:
 	}
 }
 
+// getBatch reads up to n messages of subject from sequence from with one
+// batched direct get. complete is true when the server said that no
+// message of the subject follows the last one returned (or that there is
+// none from from on): the batch then ends at the subject's last message.
+func (b *Backend) getBatch(ctx context.Context, subject string, from uint64, n int) (msgs []rawMsg, complete bool, err error) {
+	if b.closed.Load() {
+		return nil, false, varve.ErrClosed
+	}
+	inbox := b.nc.NewInbox()
+	ch := make(chan *natsgo.Msg, n+8)
+	sub, err := b.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, false, fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	data := []byte(`{"seq":` + strconv.FormatUint(max(from, 1), 10) + `,"next_by_subj":"` + subject + `","batch":` + strconv.Itoa(n) + `}`)
+	b.requests.Add(1)
+	if err := b.nc.PublishRequest(b.apiDirect, inbox, data); err != nil {
+		return nil, false, fmt.Errorf("batched direct get: %w", err)
+	}
+	stall := time.NewTimer(b.cfg.RequestTimeout)
+	defer stall.Stop()
+	for {
+		var m *natsgo.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-stall.C:
+			return nil, false, fmt.Errorf("batched direct get on %s: no reply for %v: %w", subject, b.cfg.RequestTimeout, errStalled)
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+		case "404":
+			return msgs, len(msgs) == 0, nil
+		case "204": // end of batch
+			return msgs, m.Header.Get("Nats-Num-Pending") == "0", nil
+		default:
+			return nil, false, fmt.Errorf("batched direct get on %s: status %s %s", subject, status, m.Header.Get("Description"))
+		}
+		if m.Header.Get("Nats-Num-Pending") == "" {
+			if len(msgs) == 0 {
+				b.batchGets.Store(false)
+				return nil, false, errNoBatch
+			}
+			return nil, false, fmt.Errorf("batched direct get on %s: reply without pending count", subject)
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("batched direct get on %s: bad sequence header: %w", subject, err)
+		}
+		msgs = append(msgs, rawMsg{seq: seq, subject: m.Header.Get("Nats-Subject"), data: m.Data})
+		stall.Reset(b.cfg.RequestTimeout)
+	}
+}
+
 // scanConsumer reads with a short-lived push consumer that is flow
 // controlled (ack all, scanWindow in flight) and deleted before it returns:
 // nothing is left on the server.

@@ -98,6 +98,18 @@
 //     inactivity threshold as a backstop) that is deleted before the read
 //     returns. Scans start at a remembered commit (from earlier reads or a
 //     snapshot) or find their start by binary search over sequences.
+//   - From 2.11 on, a read that the cached head says its last commit does
+//     not answer (or a forward read of a stream not seen yet, from near its
+//     start) skips the head get: one batched get from the cached head's
+//     commit, a remembered commit or the incarnation's start (sequence 1
+//     when nothing is known) returns the events and, when the server says
+//     nothing follows its last message, the head too. The read is answered
+//     from the batch only if it holds every commit from the one with the
+//     first wanted version on; otherwise (more pending, a new incarnation
+//     or a truncation it cannot vouch for) the read goes on from the head
+//     the batch told, or gets it. A batch that holds the whole live
+//     incarnation also fills the stream's id set, so the append after a
+//     cold load is one publish.
 //   - $all is read with the same batched gets or consumer over <prefix>.e.>.
 //     JetStream assigns sequences at store time and delivers only stored
 //     messages, so a page never has a gap that a later commit could fill.
@@ -148,14 +160,15 @@
 // Measured on this machine (2 shared cores) in the package's benchmarks,
 // medians of 3-5 runs, 100-byte events, file storage, against the machine's
 // 2.9.10 server and the in-process 2.15.2 server (sharing the CPU with the
-// benchmark):
+// benchmark; the 2.15.2 load+save figures are medians of 3 runs of
+// -benchtime 3000x after stream reads became one batched get there):
 //
 //	                                     2.9.10              2.15.2 (in-process)
 //	raw synchronous publish (baseline)   181 µs              71 µs
 //	append 1 event, exact version        200 µs (0.91x rate) 84 µs (0.84x rate)   1 request
 //	append 10 events                     213 µs (0.85x)      100 µs (0.70x)       1 request
 //	load+save, aggregate cached          2,655 ops/s         6,155 ops/s          2 requests
-//	load+save, snapshot + 0-9 events     941 ops/s           2,409 ops/s          6.2 / 3.9 requests
-//	load+save, replay 20+ events         565 ops/s           1,618 ops/s          4 / 3 requests
+//	load+save, snapshot + 0-9 events     941 ops/s           2,965 ops/s          6.4 / 3.1 requests
+//	load+save, replay 20+ events         565 ops/s           1,886 ops/s          4 / 2 requests
 //	$all, pages of 512                   44,800 events/s     103,000 events/s     4 / 2 requests a page
 package nats

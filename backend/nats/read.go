@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -114,12 +115,19 @@ func (b *Backend) rememberHint(stream string, h hint) {
 // hintFor returns a remembered commit sequence to start a scan for
 // version lo at.
 func (b *Backend) hintFor(stream string, incarnation uint64, lo varve.Version) (uint64, bool) {
+	h, ok := b.hintAt(stream, incarnation, lo)
+	return h.seq, ok
+}
+
+// hintAt returns the stream's remembered commit if a scan for version lo
+// of the incarnation can start there.
+func (b *Backend) hintAt(stream string, incarnation uint64, lo varve.Version) (hint, bool) {
 	b.headsMu.Lock()
 	defer b.headsMu.Unlock()
 	if h, ok := b.hints[stream]; ok && h.incarnation == incarnation && h.first <= lo {
-		return h.seq, true
+		return h, true
 	}
-	return 0, false
+	return hint{}, false
 }
 
 // fetchHead reads the last message of the stream's subject.
@@ -199,52 +207,91 @@ func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, 
 
 // ReadStream implements varve.Backend. One direct get of the stream's last
 // message answers every read that its last commit covers (a tail, the last
-// event, an aggregate catching up); longer reads scan the subject.
+// event, an aggregate catching up); longer reads scan the subject. On
+// servers with batched direct gets, a read that the head likely does not
+// cover starts with the scan instead (readBatch), which also tells the head
+// when it reaches the subject's end: one request.
 func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	if err := b.ready(ctx); err != nil {
 		return buf, err
 	}
 	subj := b.evPrefix + encodeID(q.Stream)
+	if b.batchGets.Load() {
+		if from, n, ok := b.batchPlan(q); ok {
+			out, h, m, done, err := b.readBatch(ctx, q, subj, from, n, buf)
+			switch {
+			case done && (err == nil || errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted)):
+				return out, err
+			case err != nil && !errors.Is(err, errNoBatch):
+				return out, fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+			case h.exists():
+				return b.readAt(ctx, q, subj, h, m, buf)
+			}
+		}
+	}
 	h, m, err := b.fetchHead(ctx, q.Stream, subj)
 	if err != nil {
 		return buf, fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
 	}
-	switch {
-	case !h.exists() || h.st.kind == kindDeleted:
-		return buf, varve.ErrStreamNotFound
-	case h.st.kind == kindTombstone:
-		return buf, varve.ErrStreamDeleted
-	}
+	return b.readAt(ctx, q, subj, h, m, buf)
+}
+
+// span returns the versions lo..hi that q asks of a stream at head h; ok is
+// false when there are none.
+func span(q varve.StreamQuery, h head) (lo, hi varve.Version, ok bool) {
 	ver, floor := h.st.version, max(h.st.floor, 1)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = int(min(ver, 1<<31))
 	}
-	var lo, hi varve.Version
 	if q.Direction == varve.Forward {
 		lo = max(q.From, floor)
 		if lo > ver {
-			return buf, nil
+			return 0, 0, false
 		}
-		hi = min(ver, lo+uint64(limit)-1)
-	} else {
-		hi = ver
-		if q.From != 0 && q.From < hi {
-			hi = q.From
-		}
-		if hi < floor {
-			return buf, nil
-		}
-		lo = floor
-		if hi-lo+1 > uint64(limit) {
-			lo = hi - uint64(limit) + 1
-		}
+		return lo, min(ver, lo+uint64(limit)-1), true
+	}
+	hi = ver
+	if q.From != 0 && q.From < hi {
+		hi = q.From
+	}
+	if hi < floor {
+		return 0, 0, false
+	}
+	lo = floor
+	if hi-lo+1 > uint64(limit) {
+		lo = hi - uint64(limit) + 1
+	}
+	return lo, hi, true
+}
+
+// headErr is the error of a read of a stream whose head is h, if it has no
+// events to read.
+func headErr(h head) error {
+	switch {
+	case !h.exists() || h.st.kind == kindDeleted:
+		return varve.ErrStreamNotFound
+	case h.st.kind == kindTombstone:
+		return varve.ErrStreamDeleted
+	}
+	return nil
+}
+
+// readAt answers q from the stream's head h, whose message is m.
+func (b *Backend) readAt(ctx context.Context, q varve.StreamQuery, subj string, h head, m rawMsg, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	if err := headErr(h); err != nil {
+		return buf, err
+	}
+	lo, hi, ok := span(q, h)
+	if !ok {
+		return buf, nil
 	}
 	start := len(buf)
+	var err error
 	if h.st.isCommit() && h.first <= lo {
 		p, err := b.payload(ctx, m, h.st)
 		if err == nil {
-			buf, err = emit(buf, p, q.Stream, h.seq, h.st, 0, lo, hi, start+limit)
+			buf, err = emit(buf, p, q.Stream, h.seq, h.st, 0, lo, hi, start+int(hi-lo+1))
 		}
 		if err != nil {
 			return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
@@ -252,13 +299,159 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	} else if buf, err = b.readRange(ctx, q.Stream, subj, h, m, lo, hi, buf); err != nil {
 		return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
 	}
-	if lo == floor && hi == ver && uint64(len(buf)-start) == ver-floor+1 {
+	return b.finish(q, h, lo, hi, buf, start), nil
+}
+
+// finish offers the ids of a read that returned the whole live stream and
+// puts a backward read's events in order.
+func (b *Backend) finish(q varve.StreamQuery, h head, lo, hi varve.Version, buf []varve.RecordedEvent, start int) []varve.RecordedEvent {
+	if lo == max(h.st.floor, 1) && hi == h.st.version && uint64(len(buf)-start) == hi-lo+1 {
 		b.offerIDs(q.Stream, h, buf[start:]) // the whole live stream: its ids
 	}
 	if q.Direction == varve.Backward {
 		slices.Reverse(buf[start:])
 	}
-	return buf, nil
+	return buf
+}
+
+// coldBatch bounds the messages that a read of a stream this backend knows
+// nothing about asks for in its first batch; tailBatch those of a read that
+// starts at the cached head's commit.
+const (
+	coldBatch = 256
+	tailBatch = 128
+)
+
+// batchPlan decides whether q starts with a batched direct get of the
+// stream's subject rather than a get of its head, and if so from which
+// sequence and for how many messages. It does when that batch likely
+// reaches the subject's last message and holds the commit with q's first
+// version: from the cached head's commit when that commit holds it (then
+// the batch costs what a get of the head costs, and also sees the commits
+// of other processes since), from a remembered commit or the incarnation's
+// start when q reads up to the cached head, from a cached delete marker (a
+// new incarnation begins there), or, for a stream not seen yet,
+// from sequence 1 when q reads forward from near the stream's start.
+func (b *Backend) batchPlan(q varve.StreamQuery) (from uint64, n int, ok bool) {
+	ch, known := b.cachedHead(q.Stream)
+	if !known {
+		if q.Direction != varve.Forward {
+			return 0, 0, false
+		}
+		skip := max(q.From, 1) - 1
+		if skip >= coldBatch {
+			return 0, 0, false
+		}
+		want := uint64(coldBatch)
+		if q.Limit > 0 {
+			want = min(want, skip+uint64(q.Limit)+1)
+		}
+		return 1, int(want), true
+	}
+	switch ch.st.kind {
+	case kindTombstone:
+		return 0, 0, false
+	case kindDeleted: // a new incarnation, if any, follows the marker
+		return ch.seq, tailBatch, true
+	}
+	lo, hi, ok := span(q, ch)
+	switch {
+	case !ok && q.Direction == varve.Forward && ch.st.isCommit():
+		return ch.seq, tailBatch, true // after the cached head: what follows it
+	case !ok:
+		return 0, 0, false
+	case ch.st.isCommit() && ch.first <= lo:
+		return ch.seq, tailBatch, true
+	case hi < ch.st.version:
+		return 0, 0, false // the read stops before the head
+	}
+	inc := ch.incarnation()
+	from, first := inc+1, max(ch.st.floor, 1)
+	if hn, ok := b.hintAt(q.Stream, inc, lo); ok {
+		from, first = hn.seq, hn.first
+	}
+	msgs := ch.st.version - min(first, ch.st.version) + 1 + 8 // commits, and a few markers
+	if msgs > maxBatch/2 {
+		return 0, 0, false
+	}
+	return from, int(2 * msgs), true
+}
+
+// readBatch answers q with one batched direct get of the subject's messages
+// from sequence from, if the batch reaches the subject's last message and
+// holds every commit of the stream's incarnation from the one with q's
+// first version on: then done is true. Otherwise it returns the head if the
+// batch told it, so that the caller need not get it again, and buf as it
+// was.
+func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj string, from uint64, n int, buf []varve.RecordedEvent) (_ []varve.RecordedEvent, h head, m rawMsg, done bool, err error) {
+	msgs, complete, err := b.getBatch(ctx, subj, from, n)
+	if err != nil || !complete {
+		return buf, head{}, rawMsg{}, false, err
+	}
+	if len(msgs) == 0 {
+		if from <= 1 {
+			return buf, head{}, rawMsg{}, true, varve.ErrStreamNotFound // the subject is empty
+		}
+		return buf, head{}, rawMsg{}, false, nil
+	}
+	heads := make([]head, len(msgs))
+	for i := range msgs {
+		if heads[i], err = parseHead(msgs[i]); err != nil {
+			return buf, head{}, rawMsg{}, false, err
+		}
+		b.follow(q.Stream, heads[i], msgs[i])
+	}
+	h, m = heads[len(heads)-1], msgs[len(msgs)-1]
+	b.remember(q.Stream, h)
+	if err := headErr(h); err != nil {
+		return buf, h, m, true, err
+	}
+	// The batch holds every commit with versions from v on if it began at
+	// the incarnation's start, or holds a commit of the incarnation that
+	// begins at v or below: sequences grow with versions.
+	inc := h.incarnation()
+	holdsFrom := func(v varve.Version) bool {
+		if from <= inc+1 {
+			return true
+		}
+		for _, c := range heads {
+			if c.st.isCommit() && c.st.incarnation == inc && c.first <= v {
+				return true
+			}
+		}
+		return false
+	}
+	lo, hi, ok := span(q, h)
+	if !ok || lo > liveFrom(h) {
+		if holdsFrom(liveFrom(h)) {
+			b.offerBatchIDs(q.Stream, h, heads, msgs)
+		}
+		if !ok {
+			return buf, h, m, true, nil
+		}
+	}
+	if !holdsFrom(lo) {
+		return buf, h, m, false, nil
+	}
+	start := len(buf)
+	var last hint
+	for i, c := range heads {
+		if !c.st.isCommit() || c.st.incarnation != inc || c.st.version < lo || c.first > hi {
+			continue
+		}
+		last = hint{incarnation: inc, seq: c.seq, first: c.first}
+		p, err := b.payload(ctx, msgs[i], c.st)
+		if err == nil {
+			buf, err = emit(buf, p, q.Stream, c.seq, c.st, 0, lo, hi, start+int(hi-lo+1))
+		}
+		if err != nil {
+			return buf[:start], h, m, true, err
+		}
+	}
+	if last.seq != 0 {
+		b.rememberHint(q.Stream, last)
+	}
+	return b.finish(q, h, lo, hi, buf, start), h, m, true, nil
 }
 
 // readRange appends the events lo..hi that the head's commit does not
@@ -536,4 +729,40 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 		info.LastPosition = h.lastPos()
 	}
 	return info, nil
+}
+
+// offerBatchIDs makes a set of the ids of the live events of the stream at
+// h from a batch that holds all of its commits (heads and msgs, in order),
+// if no set at h or later is cached and every commit is inline.
+func (b *Backend) offerBatchIDs(stream string, h head, heads []head, msgs []rawMsg) {
+	floor := liveFrom(h)
+	if h.st.version < floor || h.st.version-floor+1 >= uint64(b.cfg.CachedEventIDs) {
+		return
+	}
+	if s, ok := b.cachedIDs(stream); ok && s.head().seq >= h.seq {
+		return
+	}
+	inc := h.incarnation()
+	s := newIDSet(h, int(h.st.version-floor+1))
+	var ids []idAt
+	n := 0
+	for i, c := range heads {
+		if !c.st.isCommit() || c.st.incarnation != inc || c.st.version < floor {
+			continue
+		}
+		if c.st.kind != kindCommit {
+			return // its ids are in chunks: leave the set to the next append
+		}
+		var err error
+		if ids, err = idsOf(ids[:0], msgs[i].data[stateLen:], c.st, floor); err != nil {
+			return
+		}
+		for _, x := range ids {
+			s.ids[x.fp] = x.v
+		}
+		n += len(ids)
+	}
+	if uint64(n) == h.st.version-floor+1 {
+		b.keepIDs(stream, s)
+	}
 }
