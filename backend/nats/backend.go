@@ -429,6 +429,10 @@ const scanWindow = 256 // messages in flight per consumer scan
 // before the server tells it that nothing is left to deliver.
 const idleHeartbeat = 100 * time.Millisecond
 
+// maxEarlyBeats bounds the idle heartbeats a scan waits through for the
+// first message of a consumer that has messages pending: 2 s.
+const maxEarlyBeats = 20
+
 // scan delivers the messages of filter from start, in stream order, to fn
 // until fn returns false or the messages that existed when the scan began
 // are exhausted. Servers from 2.11 on answer batched direct gets; older
@@ -668,6 +672,7 @@ func (b *Backend) scanConsumer(ctx context.Context, filter string, start scanSta
 	stall := time.NewTimer(b.cfg.RequestTimeout)
 	defer stall.Stop()
 	var dseq uint64
+	earlyBeats := 0      // heartbeats before the first delivery
 	var last *natsgo.Msg // the latest message not acknowledged
 	active := time.Now() // of the last delivery
 	unacked := 0
@@ -687,6 +692,14 @@ func (b *Backend) scanConsumer(ctx context.Context, filter string, start scanSta
 			// Unless it is waiting for an ack, or the heartbeat is one
 			// sent before the consumer began to deliver.
 			if time.Since(active) < idleHeartbeat/2 {
+				continue
+			}
+			// A busy server can send heartbeats before the first message
+			// of a consumer that had messages pending when it was made;
+			// ending there would answer an empty page. Wait a bounded
+			// number of them (messages purged meanwhile end it then).
+			if dseq == 0 && info.NumPending > 0 && earlyBeats < maxEarlyBeats {
+				earlyBeats++
 				continue
 			}
 			if last == nil {
