@@ -455,6 +455,55 @@ var errNoBatch = errors.New("server does not support batched direct gets")
 // maxBatch bounds the messages of one batched direct get.
 const maxBatch = 1024
 
+// batchRequest is the body of a batched direct get.
+type batchRequest struct {
+	Seq       uint64     `json:"seq,omitempty"`
+	NextFor   string     `json:"next_by_subj"`
+	Batch     int        `json:"batch"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+}
+
+// sendBatch publishes one batched direct get whose replies go to inbox.
+func (b *Backend) sendBatch(inbox string, req batchRequest) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	b.requests.Add(1)
+	if err := b.nc.PublishRequest(b.apiDirect, inbox, data); err != nil {
+		return fmt.Errorf("batched direct get: %w", err)
+	}
+	return nil
+}
+
+// nextReply waits for the next reply of a batched direct get on subject,
+// for at most the request timeout.
+func (b *Backend) nextReply(ctx context.Context, ch <-chan *natsgo.Msg, stall *time.Timer, subject string) (*natsgo.Msg, error) {
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-stall.C:
+		return nil, fmt.Errorf("batched direct get on %s: no reply for %v: %w", subject, b.cfg.RequestTimeout, errStalled)
+	}
+}
+
+// batchMsg decodes a message reply of a batched direct get; ok is false
+// when it carries no pending count, as replies of servers before 2.11 do.
+func batchMsg(m *natsgo.Msg, subject string) (msg rawMsg, pending uint64, ok bool, err error) {
+	pendingHdr := m.Header.Get("Nats-Num-Pending")
+	if pendingHdr == "" {
+		return rawMsg{}, 0, false, nil
+	}
+	seq, err1 := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	pending, err2 := strconv.ParseUint(pendingHdr, 10, 64)
+	if err1 != nil || err2 != nil {
+		return rawMsg{}, 0, true, fmt.Errorf("batched direct get on %s: bad headers %v", subject, m.Header)
+	}
+	return rawMsg{seq: seq, subject: m.Header.Get("Nats-Subject"), data: m.Data}, pending, true, nil
+}
+
 // scanBatch reads with batched direct gets: one request per batch of up to
 // maxBatch messages, no server state.
 func (b *Backend) scanBatch(ctx context.Context, filter string, start scanStart, fn func(scanMsg) (bool, error)) error {
@@ -478,32 +527,18 @@ func (b *Backend) scanBatch(ctx context.Context, filter string, start scanStart,
 	delivered := false
 request:
 	for {
-		req := struct {
-			Seq       uint64     `json:"seq,omitempty"`
-			NextFor   string     `json:"next_by_subj"`
-			Batch     int        `json:"batch"`
-			StartTime *time.Time `json:"start_time,omitempty"`
-		}{Seq: seq, NextFor: filter, Batch: batch}
+		req := batchRequest{Seq: seq, NextFor: filter, Batch: batch}
 		if !at.IsZero() {
 			req.Seq, req.StartTime, at = 0, &at, time.Time{}
 		}
-		data, err := json.Marshal(req)
-		if err != nil {
+		if err := b.sendBatch(inbox, req); err != nil {
 			return err
-		}
-		b.requests.Add(1)
-		if err := b.nc.PublishRequest(b.apiDirect, inbox, data); err != nil {
-			return fmt.Errorf("batched direct get: %w", err)
 		}
 		for {
 			stall.Reset(b.cfg.RequestTimeout)
-			var m *natsgo.Msg
-			select {
-			case m = <-ch:
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-stall.C:
-				return fmt.Errorf("batched direct get on %s: no reply for %v: %w", filter, b.cfg.RequestTimeout, errStalled)
+			m, err := b.nextReply(ctx, ch, stall, filter)
+			if err != nil {
+				return err
 			}
 			switch status := m.Header.Get("Status"); status {
 			case "":
@@ -522,21 +557,18 @@ request:
 			default:
 				return fmt.Errorf("batched direct get on %s: status %s %s", filter, status, m.Header.Get("Description"))
 			}
-			pendingHdr := m.Header.Get("Nats-Num-Pending")
-			if pendingHdr == "" {
-				if !delivered {
-					return errNoBatch
-				}
+			msg, pending, ok, err := batchMsg(m, filter)
+			switch {
+			case err != nil:
+				return err
+			case !ok && !delivered:
+				return errNoBatch
+			case !ok:
 				return fmt.Errorf("batched direct get on %s: reply without pending count", filter)
 			}
-			mseq, err1 := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
-			pending, err2 := strconv.ParseUint(pendingHdr, 10, 64)
-			if err1 != nil || err2 != nil {
-				return fmt.Errorf("batched direct get on %s: bad headers %v", filter, m.Header)
-			}
 			delivered = true
-			more, err := fn(scanMsg{rawMsg{seq: mseq, subject: m.Header.Get("Nats-Subject"), data: m.Data}, pending})
-			if err != nil || !more || start.done(mseq, pending) {
+			more, err := fn(scanMsg{msg, pending})
+			if err != nil || !more || start.done(msg.seq, pending) {
 				return err
 			}
 		}
@@ -558,21 +590,15 @@ func (b *Backend) getBatch(ctx context.Context, subject string, from uint64, n i
 		return nil, false, fmt.Errorf("subscribe %s: %w", inbox, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	data := []byte(`{"seq":` + strconv.FormatUint(max(from, 1), 10) + `,"next_by_subj":"` + subject + `","batch":` + strconv.Itoa(n) + `}`)
-	b.requests.Add(1)
-	if err := b.nc.PublishRequest(b.apiDirect, inbox, data); err != nil {
-		return nil, false, fmt.Errorf("batched direct get: %w", err)
+	if err := b.sendBatch(inbox, batchRequest{Seq: max(from, 1), NextFor: subject, Batch: n}); err != nil {
+		return nil, false, err
 	}
 	stall := time.NewTimer(b.cfg.RequestTimeout)
 	defer stall.Stop()
 	for {
-		var m *natsgo.Msg
-		select {
-		case m = <-ch:
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		case <-stall.C:
-			return nil, false, fmt.Errorf("batched direct get on %s: no reply for %v: %w", subject, b.cfg.RequestTimeout, errStalled)
+		m, err := b.nextReply(ctx, ch, stall, subject)
+		if err != nil {
+			return nil, false, err
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
@@ -583,18 +609,17 @@ func (b *Backend) getBatch(ctx context.Context, subject string, from uint64, n i
 		default:
 			return nil, false, fmt.Errorf("batched direct get on %s: status %s %s", subject, status, m.Header.Get("Description"))
 		}
-		if m.Header.Get("Nats-Num-Pending") == "" {
-			if len(msgs) == 0 {
-				b.batchGets.Store(false)
-				return nil, false, errNoBatch
-			}
+		msg, _, ok, err := batchMsg(m, subject)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case !ok && len(msgs) == 0:
+			b.batchGets.Store(false)
+			return nil, false, errNoBatch
+		case !ok:
 			return nil, false, fmt.Errorf("batched direct get on %s: reply without pending count", subject)
 		}
-		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
-		if err != nil {
-			return nil, false, fmt.Errorf("batched direct get on %s: bad sequence header: %w", subject, err)
-		}
-		msgs = append(msgs, rawMsg{seq: seq, subject: m.Header.Get("Nats-Subject"), data: m.Data})
+		msgs = append(msgs, msg)
 		stall.Reset(b.cfg.RequestTimeout)
 	}
 }

@@ -215,86 +215,59 @@ func BenchmarkLoadSave(b *testing.B) {
 				}
 				reportRequests(b, be, req)
 			})
-			b.Run("snapshot", func(b *testing.B) {
-				id, versions := setup(b, "snapshot")
-				req := be.Requests()
-				i := 0
-				for b.Loop() {
-					agg := i % aggregates
-					snap, ok, err := be.LoadSnapshot(ctx, id(agg))
-					if err != nil || !ok {
-						b.Fatalf("load snapshot: %v %v", ok, err)
-					}
-					page, err := be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: snap.Version + 1, Limit: 512}, buf[:0])
-					if err != nil || snap.Version+uint64(len(page)) != versions[agg] {
-						b.Fatalf("load after snapshot: %d events, %v", len(page), err)
-					}
-					save(b, id(agg), &versions[agg])
-					if versions[agg]%10 == 0 {
-						if err := be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(agg), Version: versions[agg], Data: make([]byte, 200)}); err != nil {
-							b.Fatal(err)
+			// The snapshot and replay cycles, on this backend (warm) and on
+			// the one that forgets each aggregate first (cold).
+			for _, c := range []struct {
+				suffix string
+				be     *Backend
+				before func(string)
+				save   func(*testing.B, string, *varve.Version)
+			}{
+				{"", be, func(string) {}, save},
+				{"-cold", cold, forget, coldSave},
+			} {
+				b.Run("snapshot"+c.suffix, func(b *testing.B) {
+					id, versions := setup(b, "snapshot"+c.suffix)
+					req := c.be.Requests()
+					i := 0
+					for b.Loop() {
+						agg := i % aggregates
+						c.before(id(agg))
+						snap, ok, err := c.be.LoadSnapshot(ctx, id(agg))
+						if err != nil || !ok {
+							b.Fatalf("load snapshot: %v %v", ok, err)
 						}
-					}
-					i++
-				}
-				reportRequests(b, be, req)
-			})
-			b.Run("replay", func(b *testing.B) {
-				id, versions := setup(b, "replay")
-				req := be.Requests()
-				i := 0
-				for b.Loop() {
-					agg := i % aggregates
-					page, err := be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: 1, Limit: 512}, buf[:0])
-					if err != nil || uint64(len(page)) != versions[agg] {
-						b.Fatalf("replay: %d events, %v", len(page), err)
-					}
-					save(b, id(agg), &versions[agg])
-					i++
-				}
-				reportRequests(b, be, req)
-			})
-			b.Run("snapshot-cold", func(b *testing.B) {
-				id, versions := setup(b, "snapcold")
-				req := cold.Requests()
-				i := 0
-				for b.Loop() {
-					agg := i % aggregates
-					forget(id(agg))
-					snap, ok, err := cold.LoadSnapshot(ctx, id(agg))
-					if err != nil || !ok {
-						b.Fatalf("load snapshot: %v %v", ok, err)
-					}
-					page, err := cold.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: snap.Version + 1, Limit: 512}, buf[:0])
-					if err != nil || snap.Version+uint64(len(page)) != versions[agg] {
-						b.Fatalf("load after snapshot: %d events, %v", len(page), err)
-					}
-					coldSave(b, id(agg), &versions[agg])
-					if versions[agg]%10 == 0 {
-						if err := cold.SaveSnapshot(ctx, varve.Snapshot{Stream: id(agg), Version: versions[agg], Data: make([]byte, 200)}); err != nil {
-							b.Fatal(err)
+						page, err := c.be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: snap.Version + 1, Limit: 512}, buf[:0])
+						if err != nil || snap.Version+uint64(len(page)) != versions[agg] {
+							b.Fatalf("load after snapshot: %d events, %v", len(page), err)
 						}
+						c.save(b, id(agg), &versions[agg])
+						if versions[agg]%10 == 0 {
+							if err := c.be.SaveSnapshot(ctx, varve.Snapshot{Stream: id(agg), Version: versions[agg], Data: make([]byte, 200)}); err != nil {
+								b.Fatal(err)
+							}
+						}
+						i++
 					}
-					i++
-				}
-				reportRequests(b, cold, req)
-			})
-			b.Run("replay-cold", func(b *testing.B) {
-				id, versions := setup(b, "replaycold")
-				req := cold.Requests()
-				i := 0
-				for b.Loop() {
-					agg := i % aggregates
-					forget(id(agg))
-					page, err := cold.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: 1, Limit: 512}, buf[:0])
-					if err != nil || uint64(len(page)) != versions[agg] {
-						b.Fatalf("replay: %d events, %v", len(page), err)
+					reportRequests(b, c.be, req)
+				})
+				b.Run("replay"+c.suffix, func(b *testing.B) {
+					id, versions := setup(b, "replay"+c.suffix)
+					req := c.be.Requests()
+					i := 0
+					for b.Loop() {
+						agg := i % aggregates
+						c.before(id(agg))
+						page, err := c.be.ReadStream(ctx, varve.StreamQuery{Stream: id(agg), From: 1, Limit: 512}, buf[:0])
+						if err != nil || uint64(len(page)) != versions[agg] {
+							b.Fatalf("replay: %d events, %v", len(page), err)
+						}
+						c.save(b, id(agg), &versions[agg])
+						i++
 					}
-					coldSave(b, id(agg), &versions[agg])
-					i++
-				}
-				reportRequests(b, cold, req)
-			})
+					reportRequests(b, c.be, req)
+				})
+			}
 		})
 	}
 }
