@@ -5,7 +5,10 @@ import (
 	"time"
 )
 
-// Backend is the storage seam under a [Store]. The Store validates every
+// Backend is the storage seam under a [Store]. Third parties may implement
+// it: a backend that passes the conformance suite of backend/backendtest is
+// a varve backend. The seam may still change while varve is at v0; each
+// change is in the changelog. The Store validates every
 // request before it reaches the backend: stream ids, event types and sizes are
 // within limits, every event has an id and the ids of one append are distinct,
 // the context is not yet done. A backend stores and reads, nothing else, and
@@ -14,8 +17,10 @@ import (
 // Errors: a backend returns the root sentinels ([ErrWrongExpectedVersion] as a
 // [*WrongExpectedVersionError], [ErrStreamNotFound], [ErrStreamDeleted],
 // [ErrDuplicateEvent], [ErrClosed]) wrapped with %w, and the context's error
-// when the context ends. The conformance suite in backend/backendtest checks
-// all of it.
+// when the context ends. The Store names the operation and the stream, so a
+// backend's error text adds only what is its own ("postgres: SQLSTATE ...")
+// and never repeats the stream id. The conformance suite in
+// backend/backendtest checks all of it.
 type Backend interface {
 	// Append writes req.Events atomically at the end of req.Stream. See the
 	// package documentation for idempotent retries.
@@ -50,7 +55,7 @@ type Backend interface {
 	// expected. With tombstone the stream can never be written again.
 	Delete(ctx context.Context, stream string, expected ExpectedVersion, tombstone bool) error
 
-	// Features declares what the backend provides beyond the required API.
+	// Features states facts about the backend.
 	Features() Features
 
 	// Close releases the backend; it is idempotent. Later calls fail with
@@ -90,9 +95,12 @@ type AllQuery struct {
 	Limit int
 }
 
-// Features is what a backend declares about itself. The conformance suite
-// runs the tests of an optional capability only when it is declared, and says
-// by name which it skipped.
+// Features are facts a backend states about itself: its name, whether an
+// acknowledged append survives a crash, how it checks event ids, its limits.
+// Optional capabilities are not flags: a backend has one when it implements
+// the capability's interface ([SnapshotStore], [CheckpointStore],
+// [Watcher]), and the [Store] hands each out behind its facade
+// ([Store.Snapshots], [Store.Checkpoints], [Store.Watch]).
 type Features struct {
 	// Name identifies the backend in reports ("memory", "sqlite", ...).
 	Name string
@@ -102,12 +110,6 @@ type Features struct {
 	// only the first id of an append, so a later duplicate id fails the
 	// append with ErrDuplicateEvent.
 	UniqueEventIDs bool
-	// Snapshots: the backend implements [SnapshotStore].
-	Snapshots bool
-	// Checkpoints: the backend implements [CheckpointStore].
-	Checkpoints bool
-	// Watch: the backend implements [Watcher].
-	Watch bool
 	// MaxEventSize, when not 0, is the largest len(Data)+len(Metadata) the
 	// backend can store; the Store lowers its own limit to it.
 	MaxEventSize int
@@ -122,7 +124,10 @@ type Snapshot struct {
 	TakenAt       time.Time
 }
 
-// SnapshotStore keeps the latest snapshot per stream.
+// SnapshotStore is the snapshot capability of a backend: the latest
+// snapshot per stream, dropped when the stream is deleted. Callers use it
+// through [Store.Snapshots], which validates, checks for Close and wraps
+// errors.
 type SnapshotStore interface {
 	// SaveSnapshot replaces the stream's snapshot.
 	SaveSnapshot(ctx context.Context, s Snapshot) error
@@ -130,23 +135,21 @@ type SnapshotStore interface {
 	LoadSnapshot(ctx context.Context, stream string) (s Snapshot, ok bool, err error)
 }
 
-// CheckpointStore keeps named positions durably, for subscriptions.
+// CheckpointStore keeps named positions durably, for subscriptions. A
+// backend that implements it offers checkpoints through [Store.Checkpoints];
+// an application may also implement it to keep checkpoints elsewhere (see
+// package subscription).
 type CheckpointStore interface {
 	SaveCheckpoint(ctx context.Context, name string, pos Position) error
 	// LoadCheckpoint returns the saved position; ok is false if there is none.
 	LoadCheckpoint(ctx context.Context, name string) (pos Position, ok bool, err error)
 }
 
-// Watcher wakes up readers that follow the global log.
+// Watcher is the capability of a backend to wake up readers that follow the
+// global log; [Store.Watch] hands it out.
 type Watcher interface {
 	// Watch returns a channel that is closed once events may have been
 	// committed after the call. A wake-up may be spurious; a reader re-reads
 	// after it and falls back to polling if the backend cannot notify.
 	Watch() <-chan struct{}
-}
-
-// RequestCounter is implemented by backends that count the requests they
-// send to their server, for the lab's requests-per-operation figures.
-type RequestCounter interface {
-	Requests() uint64
 }

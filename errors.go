@@ -6,25 +6,32 @@ import (
 )
 
 // Sentinel errors shared by every backend. Test for them with errors.Is.
+// Their texts carry no package prefix: the [Store] says which operation and
+// stream failed, once.
 var (
 	// ErrWrongExpectedVersion: the stream's version did not match the append's
 	// or delete's expectation. The error is a *WrongExpectedVersionError.
-	ErrWrongExpectedVersion = errors.New("varve: wrong expected version")
+	ErrWrongExpectedVersion = errors.New("wrong expected version")
 	// ErrStreamNotFound: the stream has no events, never had or was deleted.
-	ErrStreamNotFound = errors.New("varve: stream not found")
+	ErrStreamNotFound = errors.New("stream not found")
 	// ErrStreamDeleted: the stream was tombstoned; it can't be read or written.
-	ErrStreamDeleted = errors.New("varve: stream deleted")
+	ErrStreamDeleted = errors.New("stream deleted")
 	// ErrInvalidArgument: the request breaks a documented limit or rule.
-	ErrInvalidArgument = errors.New("varve: invalid argument")
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrDuplicateEvent: an event id of the append is already in the stream,
 	// and the append is not an exact retry of the append that wrote it.
-	ErrDuplicateEvent = errors.New("varve: duplicate event id")
+	ErrDuplicateEvent = errors.New("duplicate event id")
 	// ErrClosed: the store or backend was closed.
-	ErrClosed = errors.New("varve: closed")
+	ErrClosed = errors.New("closed")
+	// ErrNotSupported: the backend lacks the capability the call needs
+	// (snapshots, checkpoints, ...). See [Store.Snapshots] and its siblings.
+	ErrNotSupported = errors.New("not supported by the backend")
 )
 
 // WrongExpectedVersionError reports an optimistic concurrency conflict.
 type WrongExpectedVersionError struct {
+	// Stream is the stream of the conflict; the error's text leaves it to the
+	// operation that wraps it.
 	Stream   string
 	Expected ExpectedVersion
 	// Actual is the stream's current version, 0 when it has no events.
@@ -32,8 +39,7 @@ type WrongExpectedVersionError struct {
 }
 
 func (e *WrongExpectedVersionError) Error() string {
-	return fmt.Sprintf("varve: wrong expected version for stream %q: expected %s, actual %d",
-		e.Stream, e.Expected, e.Actual)
+	return fmt.Sprintf("wrong expected version: expected %s, actual %d", e.Expected, e.Actual)
 }
 
 // Is makes errors.Is(err, ErrWrongExpectedVersion) true.

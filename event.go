@@ -9,14 +9,30 @@ import (
 
 // Version is the version of an event within its stream. The first event of a
 // stream has version 1; 0 means the stream has no events.
+//
+// Version is an alias of uint64, not a defined type: versions are counts
+// that backends scan and encode with their drivers' native uint64/int64
+// paths, and arithmetic on them (v+1, last-first) needs no conversions. The
+// value that could be confused with a version, a log position, is a struct
+// ([Position]), so the compiler already keeps the two apart.
 type Version = uint64
 
-// Event is an event to append. A zero ID is replaced by a new UUIDv7.
+// Event is an event to append. Its ID makes retries idempotent: an append
+// whose events carry the ids of a committed append returns that append's
+// result and writes nothing. A zero ID is replaced by a new UUIDv7 when the
+// event is appended; [NewEvent] sets the ID when the event is built, which
+// is what a retry needs.
 type Event struct {
 	ID       uuid.UUID
 	Type     string
 	Data     []byte
 	Metadata []byte
+}
+
+// NewEvent returns an event of type typ with data and a new UUIDv7 id, so
+// that appending it again after an ambiguous failure is idempotent.
+func NewEvent(typ string, data []byte) Event {
+	return Event{ID: NewEventID(), Type: typ, Data: data}
 }
 
 // RecordedEvent is an event as stored: the event plus where and when it was

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/backoff"
 )
 
 // Definition describes one kind of aggregate.
@@ -66,7 +66,7 @@ type Repository[T any] struct {
 	store *varve.Store
 	def   Definition[T]
 	cfg   Config
-	snaps varve.SnapshotStore // nil when snapshots are off
+	snaps varve.Snapshots // used when cfg.SnapshotEvery > 0
 	cache *otter.Cache[string, *cached[T]]
 	share bool // T holds no references: cached states are shared by assignment
 	locks *keyLocks
@@ -102,12 +102,11 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 	}
 	r := &Repository[T]{store: store, def: def, cfg: cfg, locks: newKeyLocks(), share: !hasReferences(reflect.TypeFor[T]())}
 	if cfg.SnapshotEvery > 0 {
-		ss, ok := store.Backend().(varve.SnapshotStore)
-		if !ok || !store.Features().Snapshots {
-			return nil, fmt.Errorf("aggregate: new repository %q: snapshots asked for, but backend %q has no snapshot store: %w",
-				def.Category, store.Features().Name, varve.ErrInvalidArgument)
+		r.snaps = store.Snapshots()
+		if !r.snaps.Supported() {
+			return nil, fmt.Errorf("aggregate: new repository %q: snapshots asked for, but backend %q keeps none: %w",
+				def.Category, store.Features().Name, varve.ErrNotSupported)
 		}
-		r.snaps = ss
 	}
 	if cfg.CacheSize > 0 {
 		c, err := otter.New(&otter.Options[string, *cached[T]]{MaximumSize: cfg.CacheSize})
@@ -208,10 +207,10 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 		return nil, fmt.Errorf("aggregate: load %s: %w", a.stream, err)
 	}
 	from := varve.Version(1)
-	if r.snaps != nil && !o.noSnapshot {
-		s, ok, err := r.snaps.LoadSnapshot(ctx, a.stream)
+	if r.cfg.SnapshotEvery > 0 && !o.noSnapshot {
+		s, ok, err := r.snaps.Load(ctx, a.stream)
 		if err != nil {
-			return nil, fmt.Errorf("aggregate: load snapshot of %s: %w", a.stream, err)
+			return nil, fmt.Errorf("aggregate: load: %w", err)
 		}
 		switch {
 		case !ok:
@@ -228,7 +227,7 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 			from = s.Version + 1
 		}
 	}
-	opts := []varve.ReadOption{varve.From(from)}
+	opts := []varve.StreamOption{varve.From(from)}
 	if from > 1 && r.cfg.SnapshotEvery < r.store.Config().PageSize {
 		// Few events follow a snapshot: a small page costs less to prepare
 		// than the store's default one.
@@ -237,7 +236,7 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 	var n uint64
 	for e, err := range r.store.ReadStream(ctx, a.stream, opts...) {
 		if err != nil {
-			return nil, fmt.Errorf("aggregate: load %s: %w", a.stream, err)
+			return nil, fmt.Errorf("aggregate: load: %w", err)
 		}
 		v, err := r.def.Events.Decode(r.def.Codec, e.Type, e.Data)
 		if err != nil {
@@ -279,12 +278,12 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 		}
 		r.evict(a.id, a.version)
 		a.discard(err)
-		return fmt.Errorf("aggregate: save %s at version %d: %w", a.stream, a.version, err)
+		return fmt.Errorf("aggregate: save at version %d: %w", a.version, err)
 	}
 	r.stats.saves.Add(1)
 	a.pending = nil
 	a.version = res.LastVersion
-	if r.snaps != nil && a.version-a.snapped >= varve.Version(r.cfg.SnapshotEvery) {
+	if r.cfg.SnapshotEvery > 0 && a.version-a.snapped >= varve.Version(r.cfg.SnapshotEvery) {
 		r.snapshot(ctx, a)
 	}
 	if r.cache != nil {
@@ -296,7 +295,7 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 func (r *Repository[T]) snapshot(ctx context.Context, a *Aggregate[T]) {
 	data, err := r.def.Codec.Marshal(a.state)
 	if err == nil {
-		err = r.snaps.SaveSnapshot(ctx, varve.Snapshot{
+		err = r.snaps.Save(ctx, varve.Snapshot{
 			Stream: a.stream, Version: a.version, SchemaVersion: r.def.SchemaVersion, Data: data, TakenAt: time.Now(),
 		})
 	}
@@ -428,27 +427,22 @@ func (r *Repository[T]) Execute(ctx context.Context, id string, command func(*Ag
 			return nil, fmt.Errorf("aggregate: execute on %s: gave up after %d attempts: %w", a.stream, attempt, err)
 		}
 		r.stats.retries.Add(1)
-		if err := backoff(ctx, attempt); err != nil {
+		if err := waitBeforeRetry(ctx, attempt); err != nil {
 			return nil, fmt.Errorf("aggregate: execute on %s: %w", a.stream, err)
 		}
 	}
 }
 
-// backoff waits before attempt+1: not at all after the first conflict, then
-// a random time up to 100µs·2^attempt, at most 25ms.
-func backoff(ctx context.Context, attempt int) error {
+// conflictBackoff spaces the retries of Execute after a conflict: none after
+// the first, then a random time up to 400µs·2^(n-2), at most 25ms.
+var conflictBackoff = backoff.Exponential{Initial: 400 * time.Microsecond, Max: 25 * time.Millisecond, Jitter: 1}
+
+// waitBeforeRetry waits before attempt+1.
+func waitBeforeRetry(ctx context.Context, attempt int) error {
 	if attempt < 2 {
 		return ctx.Err()
 	}
-	limit := min(100*time.Microsecond<<min(attempt, 10), 25*time.Millisecond)
-	t := time.NewTimer(rand.N(limit) + 1)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return backoff.Sleep(ctx, conflictBackoff.Delay(attempt-1))
 }
 
 // Stats are counters of a repository since it was created.

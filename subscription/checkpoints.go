@@ -42,3 +42,15 @@ func (m *MemoryCheckpoints) LoadCheckpoint(ctx context.Context, name string) (va
 	m.mu.Unlock()
 	return p, ok, nil
 }
+
+// storeCheckpoints is a store's checkpoint capability as a
+// [varve.CheckpointStore].
+type storeCheckpoints struct{ c varve.Checkpoints }
+
+func (s storeCheckpoints) SaveCheckpoint(ctx context.Context, name string, pos varve.Position) error {
+	return s.c.Save(ctx, name, pos)
+}
+
+func (s storeCheckpoints) LoadCheckpoint(ctx context.Context, name string) (varve.Position, bool, error) {
+	return s.c.Load(ctx, name)
+}

@@ -55,6 +55,11 @@ const (
 	DefaultMaxPoll = time.Second
 )
 
+// runSaveTimeout bounds each checkpoint save of [Subscription.Run]. A save
+// also runs after Run's context ended, for the events handled before, so
+// it cannot use that context's deadline.
+const runSaveTimeout = 10 * time.Second
+
 // Config configures a [Subscription]. Only Name is required.
 type Config struct {
 	// Name identifies the subscription: the key of its checkpoint. 1..200
@@ -86,8 +91,9 @@ type Config struct {
 	// With notifications, MaxPoll is the safety poll in case one is lost.
 	MinPoll, MaxPoll time.Duration
 
-	// Checkpoints keeps the checkpoint. Nil means the backend's
-	// [varve.CheckpointStore] when it declares one, else process memory.
+	// Checkpoints keeps the checkpoint. Nil means the store's own
+	// ([varve.Store.Checkpoints]) when its backend keeps checkpoints, else
+	// process memory.
 	Checkpoints varve.CheckpointStore
 }
 
@@ -107,7 +113,6 @@ type Subscription struct {
 	cfg         Config
 	cps         varve.CheckpointStore
 	durable     bool
-	watcher     varve.Watcher
 	types       map[string]struct{}
 	start       varve.Position
 	pos         varve.Position
@@ -121,18 +126,15 @@ func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, e
 		return nil, fmt.Errorf("subscription: open: nil store: %w", varve.ErrInvalidArgument)
 	}
 	if err := checkConfig(&cfg, store); err != nil {
-		return nil, fmt.Errorf("subscription: open %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("subscription %q: open: %w", cfg.Name, err)
 	}
 	s := &Subscription{store: store, cfg: cfg, cps: cfg.Checkpoints, durable: true}
 	if s.cps == nil {
-		if cs, ok := store.Backend().(varve.CheckpointStore); ok && store.Features().Checkpoints {
-			s.cps, s.durable = cs, store.Features().Durable
+		if cs := store.Checkpoints(); cs.Supported() {
+			s.cps, s.durable = storeCheckpoints{cs}, cs.Durable()
 		} else {
 			s.cps, s.durable = NewMemoryCheckpoints(), false
 		}
-	}
-	if w, ok := store.Backend().(varve.Watcher); ok && store.Features().Watch {
-		s.watcher = w
 	}
 	if len(cfg.EventTypes) > 0 {
 		s.types = make(map[string]struct{}, len(cfg.EventTypes))
@@ -142,7 +144,7 @@ func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, e
 	}
 	start, resumed, err := s.startPosition(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("subscription: open %q: %w", cfg.Name, err)
+		return nil, err
 	}
 	s.start, s.pos, s.resumedFrom = start, start, resumed
 	return s, nil
@@ -177,14 +179,20 @@ func checkConfig(cfg *Config, store *varve.Store) error {
 }
 
 func (s *Subscription) startPosition(ctx context.Context) (pos varve.Position, resumed bool, err error) {
+	last := func() (varve.Position, bool, error) {
+		pos, err := s.store.LastPosition(ctx)
+		if err != nil {
+			return pos, false, fmt.Errorf("subscription %q: open: %w", s.cfg.Name, err)
+		}
+		return pos, false, nil
+	}
 	switch s.cfg.Start {
 	case FromBeginning:
 		return varve.Start, false, nil
 	case FromPosition:
 		return s.cfg.Position, false, nil
 	case FromEnd:
-		pos, err = s.store.LastPosition(ctx)
-		return pos, false, err
+		return last()
 	}
 	pos, ok, err := s.LoadCheckpoint(ctx)
 	switch {
@@ -193,8 +201,7 @@ func (s *Subscription) startPosition(ctx context.Context) (pos varve.Position, r
 	case ok:
 		return pos, true, nil
 	case s.cfg.Start == FromCheckpointOrEnd:
-		pos, err = s.store.LastPosition(ctx)
-		return pos, false, err
+		return last()
 	}
 	return varve.Start, false, nil
 }
@@ -225,7 +232,7 @@ func (s *Subscription) Checkpoints() varve.CheckpointStore { return s.cps }
 // to pos was handled.
 func (s *Subscription) SaveCheckpoint(ctx context.Context, pos varve.Position) error {
 	if err := s.cps.SaveCheckpoint(ctx, s.cfg.Name, pos); err != nil {
-		return fmt.Errorf("subscription %q: save checkpoint %v: %w", s.cfg.Name, pos, err)
+		return s.checkpointError("save", err)
 	}
 	return nil
 }
@@ -234,9 +241,19 @@ func (s *Subscription) SaveCheckpoint(ctx context.Context, pos varve.Position) e
 func (s *Subscription) LoadCheckpoint(ctx context.Context) (pos varve.Position, ok bool, err error) {
 	pos, ok, err = s.cps.LoadCheckpoint(ctx, s.cfg.Name)
 	if err != nil {
-		return pos, false, fmt.Errorf("subscription %q: load checkpoint: %w", s.cfg.Name, err)
+		return pos, false, s.checkpointError("load", err)
 	}
 	return pos, ok, nil
+}
+
+// checkpointError gives a checkpoint store's error the context it lacks.
+// The store's own checkpoints already name the operation and the
+// checkpoint, which is the subscription's name.
+func (s *Subscription) checkpointError(op string, err error) error {
+	if _, ok := s.cps.(storeCheckpoints); ok {
+		return fmt.Errorf("subscription: %w", err)
+	}
+	return fmt.Errorf("subscription %q: %s checkpoint: %w", s.cfg.Name, op, err)
 }
 
 // Next reads the next page of the log, waiting for new events when the
@@ -252,10 +269,10 @@ func (s *Subscription) Next(ctx context.Context) (Batch, error) {
 		}
 		var wake <-chan struct{}
 		wait := poll
-		if s.watcher != nil {
+		if s.store.CanWatch() {
 			// Ask for the wake-up before reading again, so that a commit
 			// between the two reads is not missed.
-			wake = s.watcher.Watch()
+			wake = s.store.Watch()
 			if b, ok, err = s.read(ctx); err != nil || ok {
 				return b, err
 			}
@@ -283,10 +300,11 @@ func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
 
 // read reads one page; ok is false when there was nothing new.
 func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
-	page, err := s.store.ReadAllPage(ctx, s.pos, s.cfg.PageSize, s.buf[:0])
+	res, err := s.store.ReadAllPage(ctx, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize))
+	page := res.Events
 	s.buf = page
 	if err != nil {
-		return Batch{}, false, fmt.Errorf("subscription %q: read after %v: %w", s.cfg.Name, s.pos, err)
+		return Batch{}, false, fmt.Errorf("subscription %q: %w", s.cfg.Name, err)
 	}
 	if len(page) == 0 {
 		return Batch{}, false, nil
@@ -336,7 +354,8 @@ type Handler func(ctx context.Context, e varve.RecordedEvent) error
 // Run calls h for each event, one at a time in position order, and saves
 // the checkpoint after each batch. When h fails, Run saves the checkpoint
 // of the events handled before and returns h's error; the failed event is
-// read again by the next Run. Run returns nil when ctx ends. For many
+// read again by the next Run. Run returns nil when ctx ends; each save of
+// the checkpoint, also the one after ctx ended, may take up to 10s. For many
 // deliveries at once, use package delivery.
 func (s *Subscription) Run(ctx context.Context, h Handler) error {
 	saved := s.pos
@@ -345,7 +364,7 @@ func (s *Subscription) Run(ctx context.Context, h Handler) error {
 			return nil
 		}
 		// The batch is handled: save it even when ctx has just ended.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runSaveTimeout)
 		defer cancel()
 		if err := s.SaveCheckpoint(sctx, pos); err != nil {
 			return err

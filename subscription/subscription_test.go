@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,12 +21,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // noWatch hides the backend's optional capabilities, like a backend that
 // cannot notify and keeps no checkpoints.
 type noWatch struct{ varve.Backend }
-
-func (b noWatch) Features() varve.Features {
-	f := b.Backend.Features()
-	f.Watch, f.Checkpoints = false, false
-	return f
-}
 
 func newStore(t *testing.T, watch bool) *varve.Store {
 	t.Helper()
@@ -49,7 +44,11 @@ func appendN(t *testing.T, s *varve.Store, stream, typ string, n int) varve.Posi
 	t.Helper()
 	var last varve.Position
 	for range n {
-		res, err := s.Append(context.Background(), stream, varve.Any, varve.Event{Type: typ})
+		appendTo := s.Append
+		if strings.HasPrefix(stream, varve.SystemPrefix) {
+			appendTo = s.System().Append
+		}
+		res, err := appendTo(context.Background(), stream, varve.Any, varve.Event{Type: typ})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +187,7 @@ func TestLive(t *testing.T) {
 		s := open(t, varve.Config{PageSize: 4})
 		// A safety poll far longer than the test proves the wake-up.
 		maxPoll := time.Hour
-		if !s.Features().Watch {
+		if !s.CanWatch() {
 			maxPoll = 20 * time.Millisecond
 		}
 		testLive(t, s, maxPoll)
@@ -321,7 +320,7 @@ func TestCheckpointStore(t *testing.T) {
 		want    varve.CheckpointStore
 		durable bool
 	}{
-		{"the backend's", withCps, nil, withCps.Backend().(varve.CheckpointStore), withCps.Features().Durable},
+		{"the backend's", withCps, nil, nil, withCps.Features().Durable},
 		{"configured", withCps, own, own, true},
 		{"none: memory", newStore(t, false), nil, nil, false},
 	} {
@@ -332,8 +331,9 @@ func TestCheckpointStore(t *testing.T) {
 		if tc.want != nil && sub.Checkpoints() != tc.want {
 			t.Errorf("%s: checkpoints kept in %T", tc.name, sub.Checkpoints())
 		}
-		if _, isMem := sub.Checkpoints().(*subscription.MemoryCheckpoints); tc.want == nil && !isMem {
-			t.Errorf("%s: checkpoints kept in %T, want memory", tc.name, sub.Checkpoints())
+		_, isMem := sub.Checkpoints().(*subscription.MemoryCheckpoints)
+		if tc.want == nil && isMem != (tc.store != withCps) {
+			t.Errorf("%s: checkpoints kept in %T", tc.name, sub.Checkpoints())
 		}
 		if sub.DurableCheckpoints() != tc.durable {
 			t.Errorf("%s: durable %v, want %v", tc.name, sub.DurableCheckpoints(), tc.durable)
@@ -343,6 +343,11 @@ func TestCheckpointStore(t *testing.T) {
 		}
 		if p, ok, err := sub.LoadCheckpoint(ctx); err != nil || !ok || p.Seq != 7 {
 			t.Errorf("%s: load %v %v %v", tc.name, p, ok, err)
+		}
+		if tc.store == withCps && tc.cps == nil {
+			if p, ok, err := withCps.Checkpoints().Load(ctx, "cps"); err != nil || !ok || p.Seq != 7 {
+				t.Errorf("%s: the store's checkpoint: %v %v %v", tc.name, p, ok, err)
+			}
 		}
 	}
 }

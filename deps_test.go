@@ -1,0 +1,92 @@
+package varve_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/varve-go/varve"
+
+// TestDependencyRules checks the layering of docs/architecture.md with the
+// go command: what each library package compiles in (tests excluded).
+func TestDependencyRules(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list dependencies: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-deps=false", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	deps := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		deps[f[0]] = f[1:]
+	}
+	if len(deps) < 10 {
+		t.Fatalf("go list found %d packages; the check would prove nothing", len(deps))
+	}
+	backends := []string{module + "/backend/memory", module + "/backend/sqlite", module + "/backend/postgres", module + "/backend/nats"}
+	drivers := []string{"github.com/jackc/pgx", "github.com/nats-io/", "modernc.org/sqlite"}
+	has := func(pkg, prefix string) bool {
+		for _, d := range deps[pkg] {
+			if d == prefix || strings.HasPrefix(d, prefix+"/") || (strings.HasSuffix(prefix, "/") && strings.HasPrefix(d, prefix)) {
+				return true
+			}
+		}
+		return false
+	}
+	standard := func(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") }
+
+	// The root imports only the standard library and uuid.
+	for _, d := range deps[module] {
+		if !standard(d) && d != "github.com/google/uuid" {
+			t.Errorf("the root package depends on %s", d)
+		}
+	}
+	for pkg := range deps {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		switch {
+		case strings.HasPrefix(rel, "backend/") && rel != "backend/backendtest":
+			// No backend imports another.
+			for _, b := range backends {
+				if b != pkg && has(pkg, b) {
+					t.Errorf("backend %s imports backend %s", rel, b)
+				}
+			}
+		case rel == "aggregate" || rel == "subscription" || rel == "delivery" || rel == "projection":
+			// The layers above the seam import no backend and no driver or
+			// transport client (a sink's transport lives in a sub-package).
+			for _, b := range append(backends, append(drivers, "net/http")...) {
+				if has(pkg, b) {
+					t.Errorf("%s imports %s", rel, b)
+				}
+			}
+		case rel == "server":
+			// The server works on a Store: no backend, driver or opener
+			// (the CLI opens the store), and nothing of its tests' browser.
+			for _, b := range append(backends, append(drivers, module+"/open", "github.com/chromedp")...) {
+				if has(pkg, b) {
+					t.Errorf("%s imports %s", rel, b)
+				}
+			}
+		}
+		// The rules above could not fail if the sub-packages did not
+		// import what the packages above them must not.
+		if rel == "delivery/natssink" && !has(pkg, "github.com/nats-io/nats.go") || rel == "delivery/webhook" && !has(pkg, "net/http") {
+			t.Errorf("%s no longer imports its transport: the check proves nothing", rel)
+		}
+		// Nothing in the library imports the CLI or the lab.
+		if has(pkg, module+"/cmd") {
+			t.Errorf("%s imports the CLI module", rel)
+		}
+	}
+}

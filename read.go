@@ -1,0 +1,271 @@
+package varve
+
+import (
+	"context"
+	"fmt"
+	"iter"
+)
+
+// StreamOption is a per-call choice of [Store.ReadStream]: [ReadBackward],
+// [From], and the [ReadOption]s that fit every read.
+type StreamOption interface{ applyStream(*streamOptions) }
+
+// AllOption is a per-call choice of [Store.ReadAll] and [Store.ReadAllPage]:
+// the [ReadOption]s that fit every read.
+type AllOption interface{ applyAll(*allOptions) }
+
+// ReadOption is a choice that fits every read: [Limit] and [PageSize].
+type ReadOption struct {
+	limit, pageSize int
+	setLimit        bool
+}
+
+func (o ReadOption) apply(p *paging) {
+	if o.setLimit {
+		p.limit = o.limit
+	} else {
+		p.pageSize = o.pageSize
+	}
+}
+func (o ReadOption) applyStream(so *streamOptions) { o.apply(&so.paging) }
+func (o ReadOption) applyAll(ao *allOptions)       { o.apply(&ao.paging) }
+
+// Limit stops a read after n events; 0 means no limit. For
+// [Store.ReadAllPage] it bounds the page.
+func Limit(n int) ReadOption { return ReadOption{limit: n, setLimit: true} }
+
+// PageSize sets how many events one backend round trip asks for; default
+// the store's Config.PageSize.
+func PageSize(n int) ReadOption { return ReadOption{pageSize: n} }
+
+type streamOption func(*streamOptions)
+
+func (f streamOption) applyStream(o *streamOptions) { f(o) }
+
+// ReadBackward reads a stream from its end (or from [From]) towards its start.
+func ReadBackward() StreamOption {
+	return streamOption(func(o *streamOptions) { o.dir = Backward })
+}
+
+// From starts a stream read at version v (inclusive).
+func From(v Version) StreamOption {
+	return streamOption(func(o *streamOptions) { o.from = v })
+}
+
+type paging struct{ limit, pageSize int }
+
+type streamOptions struct {
+	paging
+	dir  Direction
+	from Version
+}
+
+type allOptions struct{ paging }
+
+func (s *Store) paging(p paging) (paging, error) {
+	if p.pageSize == 0 {
+		p.pageSize = s.cfg.PageSize
+	}
+	if p.limit < 0 || p.pageSize < 0 {
+		return p, invalid("limit %d, page size %d", p.limit, p.pageSize)
+	}
+	return p, nil
+}
+
+func (s *Store) streamOptions(opts []StreamOption) (streamOptions, error) {
+	var o streamOptions
+	for _, opt := range opts {
+		opt.applyStream(&o)
+	}
+	var err error
+	o.paging, err = s.paging(o.paging)
+	return o, err
+}
+
+func (s *Store) allOptions(opts []AllOption) (allOptions, error) {
+	var o allOptions
+	for _, opt := range opts {
+		opt.applyAll(&o)
+	}
+	var err error
+	o.paging, err = s.paging(o.paging)
+	return o, err
+}
+
+// page returns a buffer for pages of p and the size of one page.
+func (s *Store) page(p paging) (*[]RecordedEvent, int) {
+	n := p.pageSize
+	if p.limit > 0 && p.limit < n {
+		n = p.limit
+	}
+	if n == s.cfg.PageSize {
+		return s.pages.Get().(*[]RecordedEvent), n
+	}
+	b := make([]RecordedEvent, 0, n)
+	return &b, n
+}
+
+// release returns a page buffer to the pool after dropping its references
+// to event data in the first used slots, the only ones a read wrote.
+func (s *Store) release(p *[]RecordedEvent, used int) {
+	if cap(*p) != s.cfg.PageSize {
+		return
+	}
+	clear((*p)[:used])
+	*p = (*p)[:0]
+	s.pages.Put(p)
+}
+
+// readPages is the paging loop of every iterator: fetch reads the page of
+// at most n events that follows what was read so far, next moves past the
+// last event of a full page (false: nothing can follow it). It stops at a
+// short page, at the limit, when yield returns false, or at the first
+// error, which it passes to fail.
+func (s *Store) readPages(ctx context.Context, p paging, yield func(RecordedEvent, error) bool, fail func(error),
+	fetch func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error),
+	next func(last *RecordedEvent) bool) {
+	rctx, stop := s.readContext(ctx)
+	defer stop()
+	buf, n := s.page(p)
+	used := 0
+	defer func() { s.release(buf, used) }()
+	left := p.limit
+	for {
+		if s.closed.Load() {
+			fail(ErrClosed)
+			return
+		}
+		want := n
+		if left > 0 && left < n {
+			want = left
+		}
+		page, err := fetch(rctx, want, (*buf)[:0])
+		*buf, used = page[:0], max(used, len(page))
+		if err != nil {
+			fail(readErr(rctx, err))
+			return
+		}
+		for i := range page {
+			if !yield(page[i], nil) {
+				return
+			}
+		}
+		if len(page) < want {
+			return
+		}
+		if left > 0 {
+			if left -= len(page); left == 0 {
+				return
+			}
+		}
+		if !next(&page[len(page)-1]) {
+			return
+		}
+	}
+}
+
+// ReadStream returns the events of stream, forward from its start unless
+// options say otherwise. The iterator reads lazily, a page at a time, and
+// stops after the first error. A stream that does not exist gives
+// [ErrStreamNotFound]; a tombstoned one [ErrStreamDeleted]. Close ends a
+// read in flight with [ErrClosed].
+func (s *Store) ReadStream(ctx context.Context, stream string, opts ...StreamOption) iter.Seq2[RecordedEvent, error] {
+	return func(yield func(RecordedEvent, error) bool) {
+		fail := func(err error) { yield(RecordedEvent{}, fmt.Errorf("varve: read stream %q: %w", stream, err)) }
+		err := s.ready(ctx)
+		if err == nil {
+			err = checkStream(stream, true)
+		}
+		o, oerr := s.streamOptions(opts)
+		if err == nil {
+			err = oerr
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		q := StreamQuery{Stream: stream, Direction: o.dir, From: o.from}
+		s.readPages(ctx, o.paging, yield, fail,
+			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
+				q.Limit = n
+				return s.b.ReadStream(ctx, q, buf)
+			},
+			func(last *RecordedEvent) bool {
+				if o.dir == Forward {
+					q.From = last.Version + 1
+					return true
+				}
+				q.From = last.Version - 1
+				return last.Version > 1
+			})
+	}
+}
+
+// ReadAll returns the events of the global log after position after, in
+// position order, a page at a time. Close ends a read in flight with
+// [ErrClosed].
+func (s *Store) ReadAll(ctx context.Context, after Position, opts ...AllOption) iter.Seq2[RecordedEvent, error] {
+	return func(yield func(RecordedEvent, error) bool) {
+		fail := func(err error) { yield(RecordedEvent{}, fmt.Errorf("varve: read $all: %w", err)) }
+		err := s.ready(ctx)
+		o, oerr := s.allOptions(opts)
+		if err == nil {
+			err = oerr
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		q := AllQuery{After: after}
+		s.readPages(ctx, o.paging, yield, fail,
+			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
+				q.Limit = n
+				return s.b.ReadAll(ctx, q, buf)
+			},
+			func(last *RecordedEvent) bool {
+				q.After = last.Position
+				return true
+			})
+	}
+}
+
+// AllPage is one page of the global log.
+type AllPage struct {
+	// Events are the events read, in position order: buf extended.
+	Events []RecordedEvent
+	// Through is the position the read went through: the last event's, or
+	// the position the read started after when the page is empty. A reader
+	// that checkpoints page by page resumes after it.
+	Through Position
+}
+
+// ReadAllPage reads one page of the global log after position after,
+// appending at most [PageSize] events (or [Limit], if smaller) to buf. It
+// is the call under [Store.ReadAll], for readers that keep their own
+// position page by page, such as package subscription. An empty page means
+// nothing is readable after after yet.
+func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
+	page := AllPage{Events: buf, Through: after}
+	err := s.ready(ctx)
+	o, oerr := s.allOptions(opts)
+	if err == nil {
+		err = oerr
+	}
+	n := o.pageSize
+	if o.limit > 0 && o.limit < n {
+		n = o.limit
+	}
+	if err == nil {
+		rctx, stop := s.readContext(ctx)
+		page.Events, err = s.b.ReadAll(rctx, AllQuery{After: after, Limit: n}, buf)
+		err = readErr(rctx, err)
+		stop()
+	}
+	if err != nil {
+		return page, fmt.Errorf("varve: read $all after %s: %w", after, err)
+	}
+	if k := len(page.Events); k > len(buf) {
+		page.Through = page.Events[k-1].Position
+	}
+	return page, nil
+}

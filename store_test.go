@@ -1,0 +1,178 @@
+package varve_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
+)
+
+// bare hides every optional capability of the memory backend.
+type bare struct{ varve.Backend }
+
+// blocking answers reads only when their context ends, like a server that
+// went quiet.
+type blocking struct {
+	varve.Backend
+	started chan struct{}
+}
+
+func (b blocking) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return buf, ctx.Err()
+}
+
+func (b blocking) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return buf, ctx.Err()
+}
+
+func newStore(t *testing.T, b varve.Backend, cfg varve.Config) *varve.Store {
+	t.Helper()
+	s, err := varve.New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestCloseEndsReadsInFlight(t *testing.T) {
+	reads := map[string]func(*varve.Store) error{
+		"ReadStream": func(s *varve.Store) error {
+			for _, err := range s.ReadStream(context.Background(), "s-1") {
+				return err
+			}
+			return nil
+		},
+		"ReadAll": func(s *varve.Store) error {
+			for _, err := range s.ReadAll(context.Background(), varve.Start) {
+				return err
+			}
+			return nil
+		},
+		"ReadAllPage": func(s *varve.Store) error {
+			_, err := s.ReadAllPage(context.Background(), varve.Start, nil)
+			return err
+		},
+	}
+	for name, read := range reads {
+		t.Run(name, func(t *testing.T) {
+			b := blocking{memory.New(), make(chan struct{}, 1)}
+			s := newStore(t, b, varve.Config{})
+			done := make(chan error, 1)
+			go func() { done <- read(s) }()
+			<-b.started
+			s.Close()
+			select {
+			case err := <-done:
+				if !errors.Is(err, varve.ErrClosed) {
+					t.Fatalf("read interrupted by Close: %v, want ErrClosed", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close did not end the read in flight")
+			}
+		})
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	ctx := context.Background()
+	full := newStore(t, memory.New(), varve.Config{})
+	none := newStore(t, bare{memory.New()}, varve.Config{})
+	if !full.Snapshots().Supported() || !full.Checkpoints().Supported() || !full.CanWatch() {
+		t.Fatal("memory backend: capabilities not found")
+	}
+	if none.Snapshots().Supported() || none.Checkpoints().Supported() || none.CanWatch() || none.Watch() != nil {
+		t.Fatal("wrapped backend: capabilities found that it hides")
+	}
+	if err := none.Snapshots().Save(ctx, varve.Snapshot{Stream: "s-1"}); !errors.Is(err, varve.ErrNotSupported) {
+		t.Fatalf("save snapshot without the capability: %v", err)
+	}
+	if _, _, err := none.Checkpoints().Load(ctx, "c"); !errors.Is(err, varve.ErrNotSupported) {
+		t.Fatalf("load checkpoint without the capability: %v", err)
+	}
+	for _, name := range []string{"", "a\x00b", strings.Repeat("n", varve.MaxNameLen+1), "\xff"} {
+		if err := full.Checkpoints().Save(ctx, name, varve.Start); !errors.Is(err, varve.ErrInvalidArgument) {
+			t.Errorf("checkpoint name %q: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if err := full.Checkpoints().Save(ctx, "c", varve.Position{Seq: 3}); err != nil {
+		t.Fatal(err)
+	}
+	full.Close()
+	if _, _, err := full.Checkpoints().Load(ctx, "c"); !errors.Is(err, varve.ErrClosed) {
+		t.Fatalf("checkpoint of a closed store: %v", err)
+	}
+	select {
+	case <-full.Watch():
+	default:
+		t.Fatal("Watch of a closed store does not fire")
+	}
+}
+
+func TestSystemStreams(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, memory.New(), varve.Config{})
+	if _, err := s.Append(ctx, "$parked-x", varve.Any, varve.NewEvent("T", nil)); !errors.Is(err, varve.ErrInvalidArgument) {
+		t.Fatalf("append to a system stream: %v", err)
+	}
+	if _, err := s.System().Append(ctx, "user-1", varve.Any, varve.NewEvent("T", nil)); !errors.Is(err, varve.ErrInvalidArgument) {
+		t.Fatalf("system append to a user stream: %v", err)
+	}
+	if _, err := s.System().Append(ctx, "$parked-x", varve.Any, varve.NewEvent("T", nil)); err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range s.ReadStream(ctx, "$parked-x") {
+		if err != nil || e.Type != "T" {
+			t.Fatalf("read of a system stream: %v %v", e, err)
+		}
+	}
+	if err := s.Delete(ctx, "$parked-x", varve.Any); !errors.Is(err, varve.ErrInvalidArgument) {
+		t.Fatalf("delete of a system stream: %v", err)
+	}
+	if err := s.System().Delete(ctx, "$parked-x", varve.Any); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetryIsIdempotent: events built with NewEvent carry their ids, so a
+// retry of the same append, passed one by one, writes nothing.
+func TestRetryIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, memory.New(), varve.Config{})
+	a, b := varve.NewEvent("A", []byte(`{}`)), varve.NewEvent("B", nil)
+	first, err := s.Append(ctx, "order-1", varve.NoStream, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Append(ctx, "order-1", varve.NoStream, a, b)
+	if err != nil || again != first {
+		t.Fatalf("retry: %+v %v, want %+v", again, err, first)
+	}
+	info, _ := s.StreamInfo(ctx, "order-1")
+	if info.Version != 2 {
+		t.Fatalf("version %d after a retry, want 2", info.Version)
+	}
+}
+
+// TestErrorNamesStreamOnce: the Store names the operation and the stream;
+// nothing under it repeats them.
+func TestErrorNamesStreamOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, memory.New(), varve.Config{})
+	if _, err := s.Append(ctx, "acct-7", varve.NoStream, varve.NewEvent("T", nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Append(ctx, "acct-7", varve.NoStream, varve.NewEvent("T", nil))
+	want := `varve: append to stream "acct-7": wrong expected version: expected no-stream, actual 1`
+	if err == nil || err.Error() != want {
+		t.Fatalf("conflict reads %q, want %q", err, want)
+	}
+}
