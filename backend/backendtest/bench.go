@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/varve-go/varve/lab/workload"
+	"github.com/varve-go/varve/internal/workload"
 )
 
 // Benchmark runs the shared benchmark suite against the factory's backends:

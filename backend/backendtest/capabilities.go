@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,23 +11,20 @@ import (
 
 func testSnapshots(t *testing.T, f Factory) {
 	s := store(t, f)
-	if !s.Features().Snapshots {
-		t.Skipf("backend %q does not declare Features.Snapshots", s.Features().Name)
-	}
-	ss, ok := s.Backend().(varve.SnapshotStore)
-	if !ok {
-		t.Fatalf("backend declares Snapshots but does not implement varve.SnapshotStore")
+	ss := s.Snapshots()
+	if !ss.Supported() {
+		t.Skipf("backend %q does not implement varve.SnapshotStore", s.Features().Name)
 	}
 	stream := prefix(t) + "snap"
-	if _, ok, err := ss.LoadSnapshot(ctxFor(t), stream); err != nil || ok {
+	if _, ok, err := ss.Load(ctxFor(t), stream); err != nil || ok {
 		t.Fatalf("load of a missing snapshot: ok=%v err=%v", ok, err)
 	}
 	for v := varve.Version(10); v <= 20; v += 10 {
 		want := varve.Snapshot{Stream: stream, Version: v, SchemaVersion: 2, Data: []byte(`{"v":` + string(rune('0'+v/10)) + `}`), TakenAt: time.Now().UTC().Truncate(time.Millisecond)}
-		if err := ss.SaveSnapshot(ctxFor(t), want); err != nil {
+		if err := ss.Save(ctxFor(t), want); err != nil {
 			t.Fatal(err)
 		}
-		got, ok, err := ss.LoadSnapshot(ctxFor(t), stream)
+		got, ok, err := ss.Load(ctxFor(t), stream)
 		if err != nil || !ok {
 			t.Fatalf("load: ok=%v err=%v", ok, err)
 		}
@@ -39,7 +37,7 @@ func testSnapshots(t *testing.T, f Factory) {
 	for _, tombstone := range []bool{false, true} {
 		stream := prefix(t) + "snap-del"
 		mustAppend(t, s, stream, varve.NoStream, events("E", 3)...)
-		if err := ss.SaveSnapshot(ctxFor(t), varve.Snapshot{Stream: stream, Version: 3, SchemaVersion: 1, Data: []byte("{}"), TakenAt: time.Now()}); err != nil {
+		if err := ss.Save(ctxFor(t), varve.Snapshot{Stream: stream, Version: 3, SchemaVersion: 1, Data: []byte("{}"), TakenAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		del := s.Delete
@@ -49,7 +47,7 @@ func testSnapshots(t *testing.T, f Factory) {
 		if err := del(ctxFor(t), stream, varve.Any); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := ss.LoadSnapshot(ctxFor(t), stream); err != nil || ok {
+		if _, ok, err := ss.Load(ctxFor(t), stream); err != nil || ok {
 			t.Fatalf("snapshot after delete (tombstone=%v): ok=%v err=%v", tombstone, ok, err)
 		}
 	}
@@ -57,38 +55,49 @@ func testSnapshots(t *testing.T, f Factory) {
 
 func testCheckpoints(t *testing.T, f Factory) {
 	s := store(t, f)
-	if !s.Features().Checkpoints {
-		t.Skipf("backend %q does not declare Features.Checkpoints", s.Features().Name)
-	}
-	cs, ok := s.Backend().(varve.CheckpointStore)
-	if !ok {
-		t.Fatalf("backend declares Checkpoints but does not implement varve.CheckpointStore")
+	cs := s.Checkpoints()
+	if !cs.Supported() {
+		t.Skipf("backend %q does not implement varve.CheckpointStore", s.Features().Name)
 	}
 	name := prefix(t) + "sub"
-	if _, ok, err := cs.LoadCheckpoint(ctxFor(t), name); err != nil || ok {
+	if _, ok, err := cs.Load(ctxFor(t), name); err != nil || ok {
 		t.Fatalf("load of a missing checkpoint: ok=%v err=%v", ok, err)
 	}
 	for _, p := range []varve.Position{{Seq: 5}, {Commit: 7, Seq: 9}, {Seq: 1 << 60}} {
-		if err := cs.SaveCheckpoint(ctxFor(t), name, p); err != nil {
+		if err := cs.Save(ctxFor(t), name, p); err != nil {
 			t.Fatal(err)
 		}
-		got, ok, err := cs.LoadCheckpoint(ctxFor(t), name)
+		got, ok, err := cs.Load(ctxFor(t), name)
 		if err != nil || !ok || got != p {
 			t.Fatalf("checkpoint round trip: got %s ok=%v err=%v, want %s", got, ok, err, p)
+		}
+	}
+	// Any valid name is its own key: names that differ only in characters a
+	// backend might escape or fold keep their own positions, up to the
+	// longest name allowed.
+	pfx := prefix(t)
+	long := pfx + strings.Repeat("é", (varve.MaxNameLen-len(pfx))/2)
+	long += strings.Repeat("z", varve.MaxNameLen-len(long))
+	names := []string{pfx + "a.b", pfx + "a_b", pfx + "a/b", pfx + "a b", pfx + "A.b", pfx + "a*b", pfx + "a>b", pfx + "a%2Eb", pfx + "ä.b", long}
+	for i, n := range names {
+		if err := cs.Save(ctxFor(t), n, varve.Position{Seq: uint64(i + 1)}); err != nil {
+			t.Fatalf("save checkpoint %q: %v", n, err)
+		}
+	}
+	for i, n := range names {
+		got, ok, err := cs.Load(ctxFor(t), n)
+		if err != nil || !ok || got != (varve.Position{Seq: uint64(i + 1)}) {
+			t.Fatalf("checkpoint %q: got %s ok=%v err=%v, want %d", n, got, ok, err, i+1)
 		}
 	}
 }
 
 func testWatch(t *testing.T, f Factory) {
 	s := store(t, f)
-	if !s.Features().Watch {
-		t.Skipf("backend %q does not declare Features.Watch", s.Features().Name)
+	if !s.CanWatch() {
+		t.Skipf("backend %q does not implement varve.Watcher", s.Features().Name)
 	}
-	w, ok := s.Backend().(varve.Watcher)
-	if !ok {
-		t.Fatalf("backend declares Watch but does not implement varve.Watcher")
-	}
-	ch := w.Watch()
+	ch := s.Watch()
 	mustAppend(t, s, prefix(t)+"watch", varve.NoStream, events("E", 1)...)
 	select {
 	case <-ch:

@@ -118,8 +118,13 @@ func testConcurrentManyStreams(t *testing.T, f Factory) {
 	if total != writers*appends*3 {
 		t.Fatalf("%d events in streams, want %d", total, writers*appends*3)
 	}
-	if got := eventually(t, s, start, pfx, total); len(got) != total {
-		t.Fatalf("$all has %d events of the test, want %d", len(got), total)
+	got := eventually(t, s, start, pfx, total)
+	ids := map[uuid.UUID]bool{}
+	for _, e := range got {
+		ids[e.ID] = true
+	}
+	if len(got) != total || len(ids) != total {
+		t.Fatalf("$all has %d events of the test, %d distinct, want %d", len(got), len(ids), total)
 	}
 }
 
@@ -168,11 +173,12 @@ func testCatchUp(t *testing.T, f Factory) {
 		var buf []varve.RecordedEvent
 		idle := 0
 		for {
-			page, err := s.ReadAllPage(ctx, pos, 7, buf[:0])
+			res, err := s.ReadAllPage(ctx, pos, buf[:0], varve.Limit(7))
 			if err != nil {
 				readerErr <- err
 				return
 			}
+			page := res.Events
 			buf = page
 			for _, e := range page {
 				if !pos.Less(e.Position) {
@@ -274,8 +280,9 @@ func testCatchUp(t *testing.T, f Factory) {
 		if err != nil {
 			t.Fatalf("reader: %v", err)
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(2 * time.Minute):
 		stop()
+		<-readerErr // the reader owns got until it ends
 		t.Fatalf("reader did not catch up: saw %d of %d committed events", got.count, len(committed))
 	}
 	for id := range committed {

@@ -3,7 +3,12 @@
 // [Run] with a [Factory] and gets a subtest per behaviour of the
 // [varve.Backend] contract.
 //
-// Tests run in parallel and may share one server: each uses its own stream
-// name prefix and reads of the global log filter by it. Capabilities a
-// backend does not declare in [varve.Features] are skipped by name.
+// Tests run in parallel and may share one server with other processes:
+// each uses its own stream name prefix, judges only the events of its
+// prefix, and waits for its own positions when it reads the global log.
+// Capabilities a backend does not implement ([varve.SnapshotStore],
+// [varve.CheckpointStore], [varve.Watcher]) are skipped by name.
+//
+// The Churn behaviour appends 20,000 events by default; set the
+// environment variable named by [ChurnEventsEnv] for a longer run.
 package backendtest

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -26,6 +27,9 @@ func testBadInput(t *testing.T, f Factory) {
 		{"stream id too long", pfx + strings.Repeat("x", 257-len(pfx)), varve.Any, one(ok)},
 		{"stream id not utf8", pfx + "\xff\xfe", varve.Any, one(ok)},
 		{"stream id $all", "$all", varve.Any, one(ok)},
+		{"system stream id", "$" + pfx + "sys", varve.Any, one(ok)},
+		{"stream id with NUL", pfx + "a\x00b", varve.Any, one(ok)},
+		{"type with NUL", pfx + "t3", varve.Any, one(varve.Event{Type: "T\x00"})},
 		{"no events", pfx + "none", varve.Any, nil},
 		{"too many events", pfx + "many", varve.Any, make([]varve.Event, varve.DefaultMaxAppendEvents+1)},
 		{"empty type", pfx + "t0", varve.Any, one(varve.Event{Data: []byte("x")})},
@@ -52,6 +56,94 @@ func testBadInput(t *testing.T, f Factory) {
 			}
 		})
 	}
+	t.Run("append bytes", func(t *testing.T) {
+		evs := events("E", 5)
+		for i := range evs {
+			evs[i].Data = make([]byte, 1000)
+		}
+		per := len(evs[0].Data) + len(evs[0].Metadata)
+		small, err := varve.New(f.New(t), varve.Config{MaxAppendBytes: 4 * per})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer small.Close()
+		stream := pfx + "bytes"
+		_, err = small.Append(ctxFor(t), stream, varve.Any, evs...)
+		wantErr(t, "append over MaxAppendBytes", err, varve.ErrInvalidArgument)
+		_, err = small.StreamInfo(ctxFor(t), stream)
+		wantErr(t, "stream info after an append over MaxAppendBytes", err, varve.ErrStreamNotFound)
+		if res := mustAppend(t, small, stream, varve.NoStream, evs[:4]...); res.LastVersion != 4 {
+			t.Fatalf("append of exactly MaxAppendBytes: %+v", res)
+		}
+	})
+	t.Run("checkpoint names", func(t *testing.T) {
+		cs := s.Checkpoints()
+		if !cs.Supported() {
+			t.Skipf("backend %q does not implement varve.CheckpointStore", s.Features().Name)
+		}
+		for _, name := range []string{"", pfx + "a\x00b", pfx + strings.Repeat("n", varve.MaxNameLen+1-len(pfx)), pfx + "\xff\xfe"} {
+			err := cs.Save(ctxFor(t), name, varve.Position{Seq: 1})
+			wantErr(t, fmt.Sprintf("save checkpoint %q", name), err, varve.ErrInvalidArgument)
+			_, _, err = cs.Load(ctxFor(t), name)
+			wantErr(t, fmt.Sprintf("load checkpoint %q", name), err, varve.ErrInvalidArgument)
+		}
+	})
+	t.Run("snapshot stream ids", func(t *testing.T) {
+		ss := s.Snapshots()
+		if !ss.Supported() {
+			t.Skipf("backend %q does not implement varve.SnapshotStore", s.Features().Name)
+		}
+		for _, stream := range []string{"", pfx + "a\x00b", pfx + "\xff\xfe", varve.AllStream, pfx + strings.Repeat("x", varve.MaxStreamIDLen+1-len(pfx))} {
+			err := ss.Save(ctxFor(t), varve.Snapshot{Stream: stream, Version: 1, Data: []byte("{}")})
+			wantErr(t, fmt.Sprintf("save snapshot of %q", stream), err, varve.ErrInvalidArgument)
+			_, _, err = ss.Load(ctxFor(t), stream)
+			wantErr(t, fmt.Sprintf("load snapshot of %q", stream), err, varve.ErrInvalidArgument)
+		}
+	})
+	t.Run("system streams", func(t *testing.T) {
+		ctx := ctxFor(t)
+		sys := varve.SystemPrefix + pfx + "system"
+		start, err := s.LastPosition(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := events("Sys", 3)
+		res, err := s.System().Append(ctx, sys, varve.NoStream, evs...)
+		if err != nil || res.LastVersion != 3 {
+			t.Fatalf("system append to %q: %+v %v", sys, res, err)
+		}
+		got := mustRead(t, s, sys)
+		if len(got) != 3 {
+			t.Fatalf("read %d events of a system stream, want 3", len(got))
+		}
+		for i := range got {
+			sameEvent(t, got[i], evs[i])
+		}
+		if info, err := s.StreamInfo(ctx, sys); err != nil || info.Version != 3 {
+			t.Fatalf("info of a system stream: %+v %v", info, err)
+		}
+		if inAll := eventually(t, s, start, sys, 3); len(inAll) != 3 || inAll[0].ID != evs[0].ID {
+			t.Fatalf("$all has %d events of the system stream, want 3", len(inAll))
+		}
+		wantErr(t, "truncate of a system stream", s.Truncate(ctx, sys, 2), varve.ErrInvalidArgument)
+		wantErr(t, "delete of a system stream", s.Delete(ctx, sys, varve.Any), varve.ErrInvalidArgument)
+		wantErr(t, "tombstone of a system stream", s.Tombstone(ctx, sys, varve.Any), varve.ErrInvalidArgument)
+		_, err = s.System().Append(ctx, pfx+"plain", varve.Any, events("E", 1)...)
+		wantErr(t, "system append to a stream without the prefix", err, varve.ErrInvalidArgument)
+		if n := len(mustRead(t, s, sys)); n != 3 {
+			t.Fatalf("refused calls changed the system stream: %d events", n)
+		}
+		if err := s.System().Truncate(ctx, sys, 3); err != nil {
+			t.Fatalf("system truncate: %v", err)
+		}
+		if got := versions(mustRead(t, s, sys)); !equalVersions(got, []varve.Version{3}) {
+			t.Fatalf("system stream after truncate before 3: %v", got)
+		}
+		if err := s.System().Delete(ctx, sys, varve.Exact(3)); err != nil {
+			t.Fatalf("system delete: %v", err)
+		}
+		wantNotFound(t, s, sys)
+	})
 	t.Run("at the limits", func(t *testing.T) {
 		id := pfx + strings.Repeat("x", varve.MaxStreamIDLen-len(pfx))
 		big := varve.Event{Type: strings.Repeat("t", varve.MaxEventTypeLen), Data: make([]byte, max-10), Metadata: make([]byte, 10)}
@@ -66,8 +158,10 @@ func testBadInput(t *testing.T, f Factory) {
 		wantErr(t, "read of an empty stream id", err, varve.ErrInvalidArgument)
 		_, err = collect(s.ReadStream(ctxFor(t), pfx+"x", varve.Limit(-1)))
 		wantErr(t, "negative limit", err, varve.ErrInvalidArgument)
-		_, err = collect(s.ReadStream(ctxFor(t), pfx+"x", varve.PageSize(0)))
-		wantErr(t, "page size 0", err, varve.ErrInvalidArgument)
+		_, err = collect(s.ReadStream(ctxFor(t), pfx+"x", varve.PageSize(-1)))
+		wantErr(t, "negative page size", err, varve.ErrInvalidArgument)
+		_, err = collect(s.ReadStream(ctxFor(t), pfx+"x\x00"))
+		wantErr(t, "read of a stream id with NUL", err, varve.ErrInvalidArgument)
 		_, err = s.StreamInfo(ctxFor(t), strings.Repeat("y", 300))
 		wantErr(t, "stream info of a too long id", err, varve.ErrInvalidArgument)
 		wantErr(t, "delete at an invalid version", s.Delete(ctxFor(t), pfx+"x", varve.ExpectedVersion(-9)), varve.ErrInvalidArgument)

@@ -29,7 +29,7 @@ func CheckInvariants(ctx context.Context, s *varve.Store, prefix string) (int, e
 		if err != nil {
 			return n, fmt.Errorf("read $all: %w", err)
 		}
-		if n > 0 && !last.Less(e.Position) {
+		if !last.Less(e.Position) {
 			return n, fmt.Errorf("$all: position %s follows %s", e.Position, last)
 		}
 		last = e.Position

@@ -56,6 +56,11 @@ func testDelete(t *testing.T, f Factory) {
 	}
 	old := events("Old", 3)
 	mustAppend(t, s, stream, varve.NoStream, old...)
+	// $all offers the events before the delete, so that their absence
+	// after it says something.
+	if got := eventually(t, s, start, pfx, 3); len(got) != 3 {
+		t.Fatalf("$all has %d events of the stream before the delete, want 3", len(got))
+	}
 	wantErr(t, "delete at a stale version", s.Delete(ctxFor(t), stream, varve.Exact(2)), varve.ErrWrongExpectedVersion)
 	if err := s.Delete(ctxFor(t), stream, varve.Exact(3)); err != nil {
 		t.Fatal(err)
@@ -98,6 +103,9 @@ func testTombstone(t *testing.T, f Factory) {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, stream, varve.NoStream, events("E", 4)...)
+	if got := eventually(t, s, start, pfx, 4); len(got) != 4 {
+		t.Fatalf("$all has %d events of the stream before the tombstone, want 4", len(got))
+	}
 	if err := s.Tombstone(ctxFor(t), stream, varve.Exact(4)); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,11 @@ type Factory struct {
 	// from parallel tests; the test closes what it gets. Backends from one
 	// Factory may share a server and its data.
 	New func(t testing.TB) varve.Backend
+	// Reopen opens another backend over the data of b, as a second process
+	// would: the same file, schema or stream. The Churn behaviour's reopening
+	// reader uses it. Nil means that New already does so, as it does for
+	// backends on a server; the suite checks that it does.
+	Reopen func(t testing.TB, b varve.Backend) varve.Backend
 }
 
 // Run runs the conformance suite against the factory's backends.
@@ -45,14 +50,19 @@ func Run(t *testing.T, f Factory) {
 		{"Delete", testDelete},
 		{"Tombstone", testTombstone},
 		{"BadInput", testBadInput},
+		{"ErrorsNameStreamOnce", testErrorsNameStreamOnce},
 		{"ClosedStore", testClosed},
+		{"CloseDuringRead", testCloseDuringRead},
 		{"CancelledContext", testCancelled},
 		{"ConcurrentSameStream", testConcurrentSameStream},
 		{"ConcurrentManyStreams", testConcurrentManyStreams},
 		{"CatchUp", testCatchUp},
 		{"Snapshots", testSnapshots},
 		{"Checkpoints", testCheckpoints},
+		{"ListStreams", testListStreams},
+		{"ListCheckpoints", testListCheckpoints},
 		{"Watch", testWatch},
+		{"Churn", testChurn},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,6 +81,24 @@ func store(t testing.TB, f Factory) *varve.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// reopen opens another backend over the data of s's backend, with
+// Factory.Reopen or, when that is nil, Factory.New, and checks that it sees
+// stream, which s has written.
+func reopen(t testing.TB, f Factory, s *varve.Store, stream string) (varve.Backend, error) {
+	var b varve.Backend
+	if f.Reopen != nil {
+		b = f.Reopen(t, s.Backend())
+	} else {
+		b = f.New(t)
+	}
+	if _, err := b.StreamInfo(ctxFor(t), stream); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("a backend reopened from the factory does not see stream %q (%w): "+
+			"when Factory.New opens a backend over new data, set Factory.Reopen", stream, err)
+	}
+	return b, nil
 }
 
 // prefix returns a stream-name prefix unique to this test run.
@@ -126,7 +154,7 @@ func collect(seq iter.Seq2[varve.RecordedEvent, error]) ([]varve.RecordedEvent, 
 	return out, nil
 }
 
-func mustRead(t testing.TB, s *varve.Store, stream string, opts ...varve.ReadOption) []varve.RecordedEvent {
+func mustRead(t testing.TB, s *varve.Store, stream string, opts ...varve.StreamOption) []varve.RecordedEvent {
 	t.Helper()
 	evs, err := collect(s.ReadStream(ctxFor(t), stream, opts...))
 	if err != nil {

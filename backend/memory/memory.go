@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/notify"
 )
 
 const (
@@ -66,7 +67,7 @@ type eventLog struct {
 	recs  []*record // in position order; dead entries are skipped by readers
 	dead  int
 	seq   uint64
-	watch chan struct{} // closed at the next commit; nil when nobody waits
+	watch notify.Broadcast // woken after each commit
 }
 
 // New returns an empty in-memory backend.
@@ -84,13 +85,14 @@ func New() *Backend {
 
 // Features implements varve.Backend.
 func (b *Backend) Features() varve.Features {
-	return varve.Features{Name: "memory", UniqueEventIDs: true, Snapshots: true, Checkpoints: true, Watch: true}
+	return varve.Features{Name: "memory", UniqueEventIDs: true}
 }
 
 // Close implements varve.Backend. The data stays until the Backend is
 // garbage collected.
 func (b *Backend) Close() error {
 	b.closed.Store(true)
+	b.log.watch.Close()
 	return nil
 }
 
@@ -175,11 +177,8 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 		recs[i].ev.Position = varve.Position{Seq: l.seq}
 		l.recs = append(l.recs, &recs[i])
 	}
-	if l.watch != nil {
-		close(l.watch)
-		l.watch = nil
-	}
 	l.mu.Unlock()
+	l.watch.Notify()
 
 	st.events = grow(st.events, len(recs))
 	for i := range recs {
@@ -450,14 +449,7 @@ func (l *eventLog) kill(recs []*record) {
 }
 
 // Watch implements varve.Watcher.
-func (b *Backend) Watch() <-chan struct{} {
-	b.log.mu.Lock()
-	defer b.log.mu.Unlock()
-	if b.log.watch == nil {
-		b.log.watch = make(chan struct{})
-	}
-	return b.log.watch
-}
+func (b *Backend) Watch() <-chan struct{} { return b.log.watch.Wait() }
 
 // SaveSnapshot implements varve.SnapshotStore.
 func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {

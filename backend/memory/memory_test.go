@@ -11,9 +11,17 @@ import (
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Factory{
-		New: func(testing.TB) varve.Backend { return memory.New() },
+		New:    func(testing.TB) varve.Backend { return memory.New() },
+		Reopen: func(_ testing.TB, b varve.Backend) varve.Backend { return handle{b.(*memory.Backend)} },
 	})
 }
+
+// handle is another opening of a memory backend: its data lives in the
+// Backend value, so a second handle on it, whose Close leaves it open, is
+// what reopening the store means.
+type handle struct{ *memory.Backend }
+
+func (handle) Close() error { return nil }
 
 // TestFingerprintCollisions: ids whose fingerprints collide (the same bits
 // flipped in both halves) are still told apart, by retries, duplicate checks

@@ -9,15 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/varve-go/varve"
-)
-
-// Header names of JetStream's publish checks.
-const (
-	hdrMsgID         = "Nats-Msg-Id"
-	hdrExpectLastSub = "Nats-Expected-Last-Subject-Sequence"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
 // Append implements varve.Backend. A commit is one message (or, above the
@@ -36,17 +30,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if len(a.chunks) > 0 && !a.stored && !a.unsure {
 		a.dropChunks(ctx)
 	}
-	if err != nil && !isOutcome(err) && ctx.Err() == nil {
-		err = fmt.Errorf("nats: append to %q: %w", req.Stream, err)
-	}
-	return res, err
-}
-
-// isOutcome reports whether err is an answer about the stream rather than
-// a failure to get one.
-func isOutcome(err error) bool {
-	return errors.Is(err, varve.ErrWrongExpectedVersion) || errors.Is(err, varve.ErrStreamDeleted) ||
-		errors.Is(err, varve.ErrDuplicateEvent) || errors.Is(err, varve.ErrClosed)
+	return res, b.fail("", err)
 }
 
 type appendOp struct {
@@ -63,7 +47,7 @@ type appendOp struct {
 	// during this call; a conflict is reported only on a fresh head. m is
 	// h's message when it was read during this call.
 	h     head
-	m     rawMsg
+	m     jsclient.Msg
 	fresh bool
 	hits  []hit
 }
@@ -74,7 +58,7 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 	// A cached head, or the empty head guessed for a new stream, is read
 	// again before a conflict is reported; a wrong guess costs the publish a
 	// retry.
-	h, cached := b.cachedHead(req.Stream)
+	h, cached := b.streams.head(req.Stream)
 	a.h = h
 	if !cached && req.Expected != varve.NoStream {
 		if err := a.refresh(ctx); err != nil {
@@ -123,43 +107,38 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 				return varve.AppendResult{}, err
 			}
 			if found {
-				return varve.AppendResult{}, fmt.Errorf("%w: event %s is at version %d of %q", varve.ErrDuplicateEvent, id, v, req.Stream)
+				return varve.AppendResult{}, fmt.Errorf("%w: event %s is stored at version %d", varve.ErrDuplicateEvent, id, v)
 			}
 		}
 		ack, st, err := a.publish(ctx, a.h)
-		if err != nil {
-			return varve.AppendResult{}, err
-		}
 		switch {
-		case ack.Error == nil && !ack.Duplicate:
+		case jsclient.IsWrongLastSequence(err):
+			if err := a.refresh(ctx); err != nil {
+				return varve.AppendResult{}, err
+			}
+		case err != nil:
+			return varve.AppendResult{}, err
+		case !ack.Duplicate:
 			a.stored = true
 			n := len(req.Events)
 			nh := head{seq: ack.Seq, st: st, first: st.version - uint64(n) + 1, n: n}
-			b.remember(req.Stream, nh)
+			b.streams.remember(req.Stream, nh)
 			set.appended(a.h.seq, nh, req.Events)
-			b.keepIDs(req.Stream, set)
+			b.streams.keepIDs(req.Stream, set)
 			return varve.AppendResult{FirstVersion: nh.first, LastVersion: st.version, Position: nh.lastPos()}, nil
-		case ack.Error == nil:
+		case ack.Seq > a.h.seq:
 			// The server's dedupe window holds a commit with this message
-			// id, and stored nothing.
-			if ack.Seq > a.h.seq {
-				// Stored after the head the ids were checked at (a retry
-				// of an append whose reply was lost, say): check again.
-				if err := a.refresh(ctx); err != nil {
-					return varve.AppendResult{}, err
-				}
-				continue
-			}
-			// The id set at the head does not hold the first id: that
-			// commit's events were truncated. This is a new append, under
-			// a message id of its own.
-			a.idSuffix = "~" + strconv.FormatUint(ack.Seq, 10)
-		case ack.Error.ErrCode == errWrongLastSequence:
+			// id, stored after the head the ids were checked at (a retry of
+			// an append whose reply was lost, say): check again.
 			if err := a.refresh(ctx); err != nil {
 				return varve.AppendResult{}, err
 			}
 		default:
-			return varve.AppendResult{}, fmt.Errorf("publish commit: %w", ack.Error)
+			// The id set at the head does not hold the first id of the
+			// commit that the dedupe window knows: its events were
+			// truncated. This is a new append, under a message id of its
+			// own.
+			a.idSuffix = "~" + strconv.FormatUint(ack.Seq, 10)
 		}
 	}
 }
@@ -182,7 +161,7 @@ func (a *appendOp) refresh(ctx context.Context) error {
 func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 	b, stream := a.b, a.req.Stream
 	for {
-		s, cached := b.cachedIDs(stream)
+		s, cached := b.streams.ids(stream)
 		var sh head
 		if cached {
 			if sh = s.head(); sh.seq >= a.h.seq {
@@ -198,7 +177,7 @@ func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 			return nil, nil
 		case a.h.st.kind == kindDeleted:
 			return newIDSet(a.h, len(a.req.Events)), nil
-		case a.m.seq != a.h.seq && walks(catchUp, sh, a.h):
+		case a.m.Seq != a.h.seq && walks(catchUp, sh, a.h):
 			// A walk back starts at the head's message. Reading the head
 			// again may also let the cached set follow it for free.
 			if err := a.refresh(ctx); err != nil {
@@ -216,7 +195,7 @@ func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 			}
 			if ok {
 				if s.advance(sh.seq, a.h, ids) {
-					b.keepIDs(stream, s)
+					b.streams.keepIDs(stream, s)
 					return s, nil
 				}
 				continue
@@ -229,7 +208,7 @@ func (a *appendOp) idSet(ctx context.Context) (*idSet, error) {
 			}
 			continue
 		}
-		b.keepIDs(stream, s)
+		b.streams.keepIDs(stream, s)
 		return s, nil
 	}
 }
@@ -267,7 +246,7 @@ func (a *appendOp) msgID(h head) string {
 
 // publish sends the commit at the version after h, expecting h to be the
 // subject's last message.
-func (a *appendOp) publish(ctx context.Context, h head) (pubAck, state, error) {
+func (a *appendOp) publish(ctx context.Context, h head) (jsclient.Ack, state, error) {
 	b := a.b
 	now := time.Now().UnixNano()
 	cur := h.version()
@@ -285,26 +264,26 @@ func (a *appendOp) publish(ctx context.Context, h head) (pubAck, state, error) {
 	if cur == 0 || st.created == 0 {
 		st.created = now
 	}
-	m := &natsgo.Msg{Subject: a.subj, Header: natsgo.Header{}}
-	id := a.msgID(h)
-	m.Header[hdrMsgID] = []string{id}
-	m.Header[hdrExpectLastSub] = []string{strconv.FormatUint(h.seq, 10)}
-	if len(a.body)+len(id)+len(a.subj)+256 <= b.maxPayload {
+	exp := jsclient.Expect{MsgID: a.msgID(h), LastSubjectSeq: h.seq, CheckLast: true}
+	data := a.body
+	if len(a.body)+len(exp.MsgID)+len(a.subj)+256 <= b.maxPayload {
 		putState(a.body, st)
-		m.Data = a.body
 	} else {
 		st.kind = kindChunked
 		ref, err := a.publishChunks(ctx, h)
 		if err != nil {
-			return pubAck{}, st, err
+			return jsclient.Ack{}, st, err
 		}
-		m.Data = appendChunkRef(make([]byte, stateLen, stateLen+16+10*len(ref.seqs)), ref)
-		putState(m.Data, st)
+		data = appendChunkRef(make([]byte, stateLen, stateLen+16+10*len(ref.seqs)), ref)
+		putState(data, st)
 	}
-	ack, err := b.publish(ctx, m)
-	if err != nil {
+	ack, err := b.c.Publish(ctx, a.subj, data, exp)
+	var refused *jsclient.APIError
+	if err != nil && !errors.As(err, &refused) {
 		a.unsure = a.unsure || st.kind == kindChunked
-		return pubAck{}, st, fmt.Errorf("publish commit: %w", err)
+	}
+	if err != nil {
+		return jsclient.Ack{}, st, fmt.Errorf("publish commit: %w", err)
 	}
 	return ack, st, nil
 }
@@ -326,10 +305,7 @@ func (a *appendOp) publishChunks(ctx context.Context, h head) (chunkRef, error) 
 		}
 		for off := 0; off < len(payload); off += size {
 			end := min(off+size, len(payload))
-			ack, err := b.publish(ctx, &natsgo.Msg{Subject: b.chPrefix + a.enc, Data: payload[off:end]})
-			if err == nil && ack.Error != nil {
-				err = ack.Error
-			}
+			ack, err := b.c.Publish(ctx, b.chPrefix+a.enc, payload[off:end], jsclient.Expect{})
 			if err != nil {
 				return chunkRef{}, fmt.Errorf("publish chunk: %w", err)
 			}
@@ -339,11 +315,14 @@ func (a *appendOp) publishChunks(ctx context.Context, h head) (chunkRef, error) 
 	return chunkRef{events: len(a.req.Events), size: len(payload), seqs: a.chunks}, nil
 }
 
+// dropChunks deletes the chunks of a commit that was not stored, unless
+// ctx is done: a leftover is invisible, and purged with the stream's next
+// delete.
 func (a *appendOp) dropChunks(ctx context.Context) {
-	dctx, cancel := a.b.cleanupCtx(ctx)
-	defer cancel()
 	for _, seq := range a.chunks {
-		_ = a.b.deleteMsg(dctx, seq) // a leftover is purged with the stream's next delete
+		if ctx.Err() != nil || a.b.c.Delete(ctx, seq) != nil {
+			break
+		}
 	}
 	a.chunks = nil
 }
@@ -369,7 +348,7 @@ func (a *appendOp) retry(ctx context.Context, v varve.Version) (varve.AppendResu
 			return varve.AppendResult{}, false, err
 		}
 	}
-	dup := fmt.Errorf("%w: event %s is at version %d of %q", varve.ErrDuplicateEvent, first, stored[0].Version, req.Stream)
+	dup := fmt.Errorf("%w: event %s is stored at version %d", varve.ErrDuplicateEvent, first, stored[0].Version)
 	if len(stored) < n {
 		return varve.AppendResult{}, true, dup
 	}

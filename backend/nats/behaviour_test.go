@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 	"github.com/varve-go/varve/internal/testenv"
 )
 
@@ -75,7 +76,7 @@ func (m mode) open(tb testing.TB, cfg Config) *Backend {
 		}
 	})
 	if m.noBatch {
-		b.batchGets.Store(false)
+		b.c.DisableBatchGets()
 	}
 	return b
 }
@@ -466,7 +467,7 @@ func FuzzMessage(f *testing.F) {
 	putState(chunked, state{kind: kindChunked, version: 2})
 	f.Add(chunked)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := parseHead(rawMsg{seq: 1, data: b})
+		h, err := parseHead(jsclient.Msg{Seq: 1, Data: b})
 		if err != nil || h.st.kind != kindCommit {
 			return
 		}

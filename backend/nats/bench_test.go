@@ -18,7 +18,7 @@ import (
 // baseline, measured in the same run, is a raw synchronous JetStream
 // publish of one message of the size of one encoded event; compare the
 // ns/op of the varve benchmarks with it. req/op is the number of server
-// round trips per operation (RequestCounter).
+// round trips per operation (Backend.Requests).
 
 const benchEventSize = 100
 
@@ -69,8 +69,8 @@ func BenchmarkPublish(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					m := &natsgo.Msg{Subject: subj + "h", Data: data, Header: natsgo.Header{}}
-					m.Header.Set(hdrMsgID, strconv.Itoa(i))
-					m.Header.Set(hdrExpectLastSub, strconv.FormatUint(last, 10))
+					m.Header.Set("Nats-Msg-Id", strconv.Itoa(i))
+					m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(last, 10))
 					ack, err := be.js.PublishMsg(ctx, m)
 					if err != nil {
 						b.Fatal(err)
@@ -184,13 +184,7 @@ func BenchmarkLoadSave(b *testing.B) {
 				*v = res.LastVersion
 			}
 			cold := open(b, be.cfg)
-			forget := func(stream string) {
-				cold.idSets.Invalidate(stream)
-				cold.headsMu.Lock()
-				delete(cold.heads, stream)
-				delete(cold.hints, stream)
-				cold.headsMu.Unlock()
-			}
+			forget := cold.streams.forget
 			coldSave := func(b *testing.B, stream string, v *varve.Version) {
 				evs := benchEvent()
 				evs[0].ID = varve.NewEventID() // as the Store does
@@ -272,7 +266,10 @@ func BenchmarkLoadSave(b *testing.B) {
 	}
 }
 
-// BenchmarkReadAll reads pages of 512 events of $all.
+// BenchmarkReadAll reads $all in pages of 7 and of 512 events, over
+// 20,000 events in commits of 10 on 50 streams, as a reader that pages on
+// (the backend keeps its cursor between pages). It starts again from the
+// beginning at the end.
 func BenchmarkReadAll(b *testing.B) {
 	for _, srv := range benchServers {
 		b.Run(srv.name, func(b *testing.B) {
@@ -288,24 +285,28 @@ func BenchmarkReadAll(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			buf := make([]varve.RecordedEvent, 0, 512)
-			req := be.Requests()
-			var after varve.Position
-			events := 0
-			for b.Loop() {
-				page, err := be.ReadAll(ctx, varve.AllQuery{After: after, Limit: 512}, buf[:0])
-				if err != nil {
-					b.Fatal(err)
-				}
-				events += len(page)
-				if len(page) < 512 {
-					after = varve.Start
-				} else {
-					after = page[len(page)-1].Position
-				}
+			for _, limit := range []int{7, 512} {
+				b.Run(fmt.Sprintf("page=%d", limit), func(b *testing.B) {
+					buf := make([]varve.RecordedEvent, 0, limit)
+					req := be.Requests()
+					var after varve.Position
+					events := 0
+					for b.Loop() {
+						page, err := be.ReadAll(ctx, varve.AllQuery{After: after, Limit: limit}, buf[:0])
+						if err != nil {
+							b.Fatal(err)
+						}
+						events += len(page)
+						if len(page) < limit {
+							after = varve.Start
+						} else {
+							after = page[len(page)-1].Position
+						}
+					}
+					b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+					reportRequests(b, be, req)
+				})
 			}
-			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-			reportRequests(b, be, req)
 		})
 	}
 }

@@ -59,15 +59,16 @@ type Config struct {
 	// RequestTimeout bounds one server request when the caller's context
 	// has no deadline; default 10s.
 	RequestTimeout time.Duration
-	// CachedStreams bounds the per-stream head cache (last sequence and
-	// version, used to append in one round trip); default 100,000.
-	CachedStreams int
-	// CachedEventIDs bounds the per-stream event id sets, counted in ids:
-	// the ids of a stream's live events, kept so that an append checks
-	// every id it carries against the stream in its one round trip.
-	// Default 1,000,000 (an id takes 20-40 bytes). A stream whose set was
-	// evicted, or that has more live events than the bound, has its ids
-	// read again by its next append.
+	// CachedStreams and CachedEventIDs bound the per-stream cache: for
+	// each stream the backend met, its head (so that an append is one
+	// round trip), a commit to start reads at, and the ids of its live
+	// events (so that an append checks every id it carries in that round
+	// trip; an id takes 20-40 bytes). A stream weighs 1 plus its cached
+	// ids, and the cache holds CachedStreams + CachedEventIDs of weight;
+	// defaults 100,000 and 1,000,000. An evicted stream, or one with more
+	// live events than the bound, has its head and ids read again by its
+	// next append.
+	CachedStreams  int
 	CachedEventIDs int
 }
 
@@ -89,8 +90,9 @@ func ParseURL(raw string) (Config, error) {
 		SnapshotBucket:   q.Get("snapshots"),
 		CheckpointBucket: q.Get("checkpoints"),
 	}
+	// Errors name the parameter, never a value: a URL may hold secrets.
 	bad := func(key string) error {
-		return fmt.Errorf("nats: url parameter %s=%q: %w", key, q.Get(key), varve.ErrInvalidArgument)
+		return fmt.Errorf("nats: url parameter %s: malformed value: %w", key, varve.ErrInvalidArgument)
 	}
 	if v := q.Get("replicas"); v != "" {
 		if cfg.Replicas, err = strconv.Atoi(v); err != nil {

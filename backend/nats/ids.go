@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"sync"
-	"sync/atomic"
 
 	"github.com/google/uuid"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
 // An idSet holds the ids of a stream's live events (its current
@@ -24,15 +23,12 @@ import (
 // published with that head as the expected last sequence: a commit the set
 // does not know (another process's, or one that a concurrent read missed)
 // makes the publish fail, and the append catches the set up and checks
-// again. Sets live in a cache bounded by the ids they hold
-// (Config.CachedEventIDs); an evicted set is rebuilt from the stream when
-// it is needed again.
+// again. Sets live in the stream cache, which weighs them by the ids they
+// hold; an evicted set is rebuilt from the stream when it is needed again.
 type idSet struct {
 	mu  sync.Mutex
 	h   head
 	ids map[uint64]varve.Version
-	// weight is what the cache charged for the set when it last stored it.
-	weight atomic.Uint32
 }
 
 // idAt is an event id's fingerprint and the version of the event.
@@ -157,45 +153,18 @@ func idsOf(out []idAt, payload []byte, st state, floor varve.Version) ([]idAt, e
 	return out, nil
 }
 
-// cachedIDs returns the cached id set of a stream.
-func (b *Backend) cachedIDs(stream string) (*idSet, bool) {
-	return b.idSets.GetIfPresent(stream)
-}
-
-// keepIDs caches s as the stream's id set, unless a set at a later head is
-// cached, and has the cache weigh s again when its size moved by more than
-// an eighth since the cache last did.
-func (b *Backend) keepIDs(stream string, s *idSet) {
-	s.mu.Lock()
-	n, seq := len(s.ids)+1, s.h.seq
-	s.mu.Unlock()
-	cur, ok := b.idSets.GetIfPresent(stream)
-	switch {
-	case ok && cur != s:
-		if cur.head().seq >= seq {
-			return
-		}
-	case ok:
-		if w := int(s.weight.Load()); n <= w+w/8+8 && n >= w/2 {
-			return
-		}
-	}
-	s.weight.Store(uint32(min(n, math.MaxUint32)))
-	b.idSets.Set(stream, s)
-}
-
 // follow moves the stream's cached id set to h, a head just read or
 // written, where that takes no request: h comes right after the set's head
 // (an inline commit, whose message m holds its ids, or a truncation marker),
 // or h is a delete marker, which empties the stream. Otherwise the set
 // stays where it is, and the next append catches it up.
-func (b *Backend) follow(stream string, h head, m rawMsg) {
-	s, ok := b.cachedIDs(stream)
+func (b *Backend) follow(stream string, h head, m jsclient.Msg) {
+	s, ok := b.streams.ids(stream)
 	if !ok || !h.exists() {
 		return
 	}
 	if h.st.kind == kindTombstone {
-		b.idSets.Invalidate(stream)
+		b.streams.dropIDs(stream)
 		return
 	}
 	s.mu.Lock()
@@ -206,13 +175,13 @@ func (b *Backend) follow(stream string, h head, m rawMsg) {
 	case h.st.prev != s.h.seq || h.st.incarnation != s.h.incarnation():
 	case h.st.kind == kindTruncated:
 		s.applyLocked(h, nil)
-	case h.st.kind == kindCommit && m.seq == h.seq && len(m.data) > stateLen:
-		if ids, err := idsOf(nil, m.data[stateLen:], h.st, liveFrom(h)); err == nil {
+	case h.st.kind == kindCommit && m.Seq == h.seq && len(m.Data) > stateLen:
+		if ids, err := idsOf(nil, m.Data[stateLen:], h.st, liveFrom(h)); err == nil {
 			s.applyLocked(h, ids)
 		}
 	}
 	s.mu.Unlock()
-	b.keepIDs(stream, s)
+	b.streams.keepIDs(stream, s)
 }
 
 // offerIDs makes a set of the events of a read that returned the whole
@@ -221,21 +190,21 @@ func (b *Backend) offerIDs(stream string, h head, evs []varve.RecordedEvent) {
 	if len(evs) >= b.cfg.CachedEventIDs {
 		return
 	}
-	if s, ok := b.cachedIDs(stream); ok && s.head().seq >= h.seq {
+	if s, ok := b.streams.ids(stream); ok && s.head().seq >= h.seq {
 		return
 	}
 	s := newIDSet(h, len(evs))
 	for i := range evs {
 		s.ids[fingerprint(evs[i].ID)] = evs[i].Version
 	}
-	b.keepIDs(stream, s)
+	b.streams.keepIDs(stream, s)
 }
 
 // chainBack collects messages of a subject from m (whose head is h) back
 // along their prev sequences, newest first. take says of each message
 // whether to keep it and whether to go on to its predecessor. ok is false
 // when the chain breaks (a message purged meanwhile) or runs past maxHops.
-func (b *Backend) chainBack(ctx context.Context, subj string, m rawMsg, h head, maxHops int, take func(head) (keep, more bool)) (chain []rawMsg, ok bool, err error) {
+func (b *Backend) chainBack(ctx context.Context, subj string, m jsclient.Msg, h head, maxHops int, take func(head) (keep, more bool)) (chain []jsclient.Msg, ok bool, err error) {
 	cur, ch := m, h
 	for hops := 0; ; hops++ {
 		keep, more := take(ch)
@@ -248,11 +217,11 @@ func (b *Backend) chainBack(ctx context.Context, subj string, m rawMsg, h head, 
 		if ch.st.prev == 0 || hops >= maxHops {
 			return nil, false, nil
 		}
-		nm, found, err := b.getSeq(ctx, ch.st.prev)
+		nm, found, err := b.c.Get(ctx, ch.st.prev)
 		if err != nil {
 			return nil, false, err
 		}
-		if !found || nm.subject != subj {
+		if !found || nm.Subject != subj {
 			return nil, false, nil
 		}
 		if ch, err = parseHead(nm); err != nil {
@@ -266,12 +235,12 @@ func (b *Backend) chainBack(ctx context.Context, subj string, m rawMsg, h head, 
 // one incarnation, with versions >= h's floor: a walk back from h for a few
 // versions if m is h's message, a scan of the subject otherwise. ok is false
 // if the messages do not connect the two heads; the set is then rebuilt.
-func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m rawMsg) (ids []idAt, ok bool, err error) {
+func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m jsclient.Msg) (ids []idAt, ok bool, err error) {
 	inc, floor := h.incarnation(), liveFrom(h)
-	add := func(msg rawMsg) (bool, error) {
-		st, err := getState(msg.data)
+	add := func(msg jsclient.Msg) (bool, error) {
+		st, err := getState(msg.Data)
 		if err != nil {
-			return false, fmt.Errorf("message %d: %w", msg.seq, err)
+			return false, fmt.Errorf("message %d: %w", msg.Seq, err)
 		}
 		switch {
 		case st.kind == kindTruncated:
@@ -285,7 +254,7 @@ func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m raw
 		}
 		return err == nil, err
 	}
-	if m.seq == h.seq && h.st.version-from.st.version < walkMax {
+	if m.Seq == h.seq && h.st.version-from.st.version < walkMax {
 		broken := false
 		chain, ok, err := b.chainBack(ctx, subj, m, h, 2*walkMax, func(ch head) (bool, bool) {
 			if ch.seq <= from.seq {
@@ -307,15 +276,15 @@ func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m raw
 		}
 	}
 	ok = true
-	err = b.scan(ctx, subj, scanStart{seq: from.seq + 1, want: int(min(h.st.version-from.st.version+2, maxBatch)), end: h.seq}, func(msg scanMsg) (bool, error) {
-		if msg.seq > h.seq {
+	err = b.c.Scan(ctx, subj, from.seq+1, h.seq, int(min(h.st.version-from.st.version+2, jsclient.MaxBatch)), func(msg jsclient.Msg) (bool, error) {
+		if msg.Seq > h.seq {
 			return false, nil
 		}
 		var err error
-		if ok, err = add(msg.rawMsg); err != nil || !ok {
+		if ok, err = add(msg); err != nil || !ok {
 			return false, err
 		}
-		return msg.seq < h.seq, nil
+		return msg.Seq < h.seq, nil
 	})
 	if err != nil || !ok {
 		return nil, false, err
@@ -327,7 +296,7 @@ func (b *Backend) idsAfter(ctx context.Context, subj string, from, h head, m raw
 // incarnation, from the incarnation's commits: a walk back from the head
 // when the live versions are few and m is h's message, a scan of the
 // subject (from a remembered commit, if any) otherwise.
-func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m rawMsg) (*idSet, error) {
+func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m jsclient.Msg) (*idSet, error) {
 	inc, floor := h.incarnation(), liveFrom(h)
 	if h.st.version < floor {
 		return newIDSet(h, 0), nil // everything is truncated
@@ -335,7 +304,7 @@ func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m r
 	live := h.st.version - floor + 1
 	s := newIDSet(h, int(min(live, uint64(b.cfg.CachedEventIDs))))
 	var ids []idAt
-	add := func(msg rawMsg, st state) error {
+	add := func(msg jsclient.Msg, st state) error {
 		p, err := b.payload(ctx, msg, st)
 		if err == nil {
 			ids, err = idsOf(ids[:0], p, st, floor)
@@ -345,7 +314,7 @@ func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m r
 		}
 		return err
 	}
-	if m.seq == h.seq && live < walkMax {
+	if m.Seq == h.seq && live < walkMax {
 		chain, ok, err := b.chainBack(ctx, subj, m, h, 2*walkMax, func(ch head) (bool, bool) {
 			switch {
 			case ch.st.kind == kindTruncated:
@@ -363,7 +332,7 @@ func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m r
 		if ok && len(chain) > 0 {
 			if last, _ := parseHead(chain[len(chain)-1]); last.first <= floor {
 				for i := len(chain) - 1; i >= 0; i-- {
-					st, _ := getState(chain[i].data)
+					st, _ := getState(chain[i].Data)
 					if err := add(chain[i], st); err != nil {
 						return nil, err
 					}
@@ -376,20 +345,20 @@ func (b *Backend) buildIDs(ctx context.Context, stream, subj string, h head, m r
 	if !ok {
 		from = inc + 1
 	}
-	err := b.scan(ctx, subj, scanStart{seq: from, want: int(min(live+1, maxBatch)), end: h.seq}, func(msg scanMsg) (bool, error) {
-		if msg.seq > h.seq {
+	err := b.c.Scan(ctx, subj, from, h.seq, int(min(live+1, jsclient.MaxBatch)), func(msg jsclient.Msg) (bool, error) {
+		if msg.Seq > h.seq {
 			return false, nil
 		}
-		st, err := getState(msg.data)
+		st, err := getState(msg.Data)
 		if err != nil {
-			return false, fmt.Errorf("message %d: %w", msg.seq, err)
+			return false, fmt.Errorf("message %d: %w", msg.Seq, err)
 		}
 		if st.isCommit() && st.incarnation == inc && st.version >= floor {
-			if err := add(msg.rawMsg, st); err != nil {
+			if err := add(msg, st); err != nil {
 				return false, err
 			}
 		}
-		return msg.seq < h.seq, nil
+		return msg.Seq < h.seq, nil
 	})
 	if err != nil {
 		return nil, err

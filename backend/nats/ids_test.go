@@ -35,7 +35,7 @@ type idOp struct {
 func (m mode) attach(tb testing.TB, cfg Config) *Backend {
 	b := open(tb, cfg)
 	if m.noBatch {
-		b.batchGets.Store(false)
+		b.c.DisableBatchGets()
 	}
 	return b
 }
@@ -106,14 +106,6 @@ func storedIDs(t *testing.T, be varve.Backend, stream string) []uuid.UUID {
 		ids[i] = evs[i].ID
 	}
 	return ids
-}
-
-func series(prefix string, n int) string {
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, "%s%d ", prefix, i)
-	}
-	return b.String()
 }
 
 // TestUniqueIDScenarios runs scenarios on the memory backend and on NATS,
@@ -375,12 +367,12 @@ func TestUniqueIDsTwoBackends(t *testing.T) {
 	})
 }
 
-// TestIDSetBound: with room for a few ids only, sets of many streams are
-// evicted and rebuilt, and every answer stays right.
+// TestIDSetBound: with room for a few streams and ids only, the state of
+// many streams is evicted and rebuilt, and every answer stays right.
 func TestIDSetBound(t *testing.T) {
 	forModes(t, func(t *testing.T, m mode) {
 		cfg := testConfig(m.url, uniqueName("bound"))
-		cfg.CachedEventIDs = 16
+		cfg.CachedStreams, cfg.CachedEventIDs = 4, 16
 		b := m.open(t, cfg)
 		const streams = 30
 		stored := make([][]varve.Event, streams)
@@ -411,9 +403,9 @@ func TestIDSetBound(t *testing.T) {
 				stored[i] = append(stored[i], evs...)
 			}
 		}
-		b.idSets.CleanUp()
-		if w := b.idSets.WeightedSize(); w > uint64(cfg.CachedEventIDs) {
-			t.Fatalf("id sets weigh %d, bound %d", w, cfg.CachedEventIDs)
+		b.streams.c.CleanUp()
+		if w, bound := b.streams.c.WeightedSize(), uint64(cfg.CachedStreams+cfg.CachedEventIDs); w > bound {
+			t.Fatalf("stream cache weighs %d, bound %d", w, bound)
 		}
 		for i := range streams {
 			checkEvents(t, mustReadAll(t, b, fmt.Sprintf("b%d", i)), stored[i], 1)

@@ -11,17 +11,19 @@ import (
 )
 
 // bucket opens the key-value bucket, creating it on first use unless
-// !create; without create, a missing bucket gives nil and no error.
+// !create; without create, a missing bucket gives nil and no error. ctx
+// comes from the client's Bound.
 func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyValue, create bool) (jetstream.KeyValue, error) {
-	b.kvMu.Lock()
-	defer b.kvMu.Unlock()
+	select {
+	case b.kvLock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-b.kvLock }()
 	if *slot != nil {
 		return *slot, nil
 	}
-	if err := b.ready(ctx); err != nil {
-		return nil, err
-	}
-	b.requests.Add(1)
+	b.c.CountRequest()
 	kv, err := b.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && !create {
 		return nil, nil
@@ -31,7 +33,7 @@ func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyVa
 		if b.cfg.MemoryStorage {
 			storage = jetstream.MemoryStorage
 		}
-		b.requests.Add(1)
+		b.c.CountRequest()
 		kv, err = b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      name,
 			Description: "varve " + b.cfg.Stream,
@@ -40,84 +42,87 @@ func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyVa
 			Replicas:    b.cfg.Replicas,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			b.requests.Add(1)
+			b.c.CountRequest()
 			kv, err = b.js.KeyValue(ctx, name)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", name, err)
+		return nil, fmt.Errorf("open bucket %s: %w", name, b.c.Err(ctx, err))
 	}
 	*slot = kv
 	return kv, nil
 }
 
-func (b *Backend) kvGet(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, bool, error) {
+// kvGet reads key from the bucket; a missing bucket is created if create
+// is set, and holds no key otherwise.
+func (b *Backend) kvGet(ctx context.Context, name string, slot *jetstream.KeyValue, key string, create bool) ([]byte, bool, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, false, err
 	}
-	b.requests.Add(1)
+	ctx, cancel := b.c.Bound(ctx)
+	defer cancel()
+	kv, err := b.bucket(ctx, name, slot, create)
+	if err != nil || kv == nil {
+		return nil, false, b.fail("", err)
+	}
+	b.c.CountRequest()
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, b.fail("get key", b.c.Err(ctx, err))
 	}
 	return e.Value(), true, nil
 }
 
-func (b *Backend) kvPut(ctx context.Context, kv jetstream.KeyValue, key string, value []byte) error {
+// kvPut writes key to the bucket, creating the bucket on first use.
+func (b *Backend) kvPut(ctx context.Context, name string, slot *jetstream.KeyValue, key string, value []byte) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	b.requests.Add(1)
-	_, err := kv.Put(ctx, key, value)
-	return err
+	ctx, cancel := b.c.Bound(ctx)
+	defer cancel()
+	kv, err := b.bucket(ctx, name, slot, true)
+	if err != nil {
+		return b.fail("", err)
+	}
+	b.c.CountRequest()
+	if _, err := kv.Put(ctx, key, value); err != nil {
+		return b.fail("put key", b.c.Err(ctx, err))
+	}
+	return nil
 }
 
 // SaveSnapshot implements varve.SnapshotStore: the snapshot replaces the
 // stream's key in the snapshot bucket (one publish).
 func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
 	if err := varve.CheckStreamID(s.Stream); err != nil {
-		return fmt.Errorf("nats: save snapshot: %w", err)
+		return err
 	}
 	var at hint // where the snapshot's version is, if this backend knows
-	if h, ok := b.cachedHead(s.Stream); ok && h.st.isCommit() && h.first <= s.Version && s.Version <= h.st.version {
+	if h, ok := b.streams.head(s.Stream); ok && h.st.isCommit() && h.first <= s.Version && s.Version <= h.st.version {
 		at = hint{incarnation: h.incarnation(), seq: h.seq, first: h.first}
 	}
-	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps, true)
-	if err == nil {
-		err = b.kvPut(ctx, kv, encodeID(s.Stream), encodeSnapshot(s, at))
-	}
-	if err != nil {
-		return fmt.Errorf("nats: save snapshot of %q: %w", s.Stream, err)
-	}
-	return nil
+	return b.kvPut(ctx, b.cfg.SnapshotBucket, &b.snaps, encodeID(s.Stream), encodeSnapshot(s, at))
 }
 
 // LoadSnapshot implements varve.SnapshotStore (one direct get).
 func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
 	if err := varve.CheckStreamID(stream); err != nil {
-		return varve.Snapshot{}, false, fmt.Errorf("nats: load snapshot: %w", err)
+		return varve.Snapshot{}, false, err
 	}
-	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps, true)
-	if err != nil {
-		return varve.Snapshot{}, false, fmt.Errorf("nats: load snapshot of %q: %w", stream, err)
-	}
-	v, ok, err := b.kvGet(ctx, kv, encodeID(stream))
+	v, ok, err := b.kvGet(ctx, b.cfg.SnapshotBucket, &b.snaps, encodeID(stream), true)
 	if err != nil || !ok {
-		if err != nil {
-			err = fmt.Errorf("nats: load snapshot of %q: %w", stream, err)
-		}
 		return varve.Snapshot{}, false, err
 	}
 	s, at, err := decodeSnapshot(stream, v)
 	if err != nil {
-		return varve.Snapshot{}, false, fmt.Errorf("nats: load snapshot of %q: %w", stream, err)
+		return varve.Snapshot{}, false, b.fail("decode snapshot", err)
 	}
 	if at.seq != 0 {
 		// A read of the events after the snapshot starts at its commit.
-		b.rememberHint(stream, at)
+		b.streams.rememberHint(stream, at)
 	}
 	return s, true, nil
 }
@@ -125,51 +130,41 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 // deleteSnapshot removes the snapshot of a deleted stream, so that a new
 // stream of the same name never starts from it.
 func (b *Backend) deleteSnapshot(ctx context.Context, stream string) error {
+	ctx, cancel := b.c.Bound(ctx)
+	defer cancel()
 	kv, err := b.bucket(ctx, b.cfg.SnapshotBucket, &b.snaps, false)
 	if err != nil || kv == nil {
 		return err
 	}
-	b.requests.Add(1)
+	b.c.CountRequest()
 	if err := kv.Purge(ctx, encodeID(stream)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("delete snapshot: %w", err)
+		return fmt.Errorf("delete snapshot: %w", b.c.Err(ctx, err))
 	}
 	return nil
 }
 
-// SaveCheckpoint implements varve.CheckpointStore.
+// SaveCheckpoint implements varve.CheckpointStore. The name must not be
+// empty (the Store refuses empty names too).
 func (b *Backend) SaveCheckpoint(ctx context.Context, name string, pos varve.Position) error {
 	if name == "" {
-		return fmt.Errorf("nats: save checkpoint: empty name: %w", varve.ErrInvalidArgument)
+		return fmt.Errorf("nats: empty checkpoint name: %w", varve.ErrInvalidArgument)
 	}
-	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts, true)
-	if err == nil {
-		err = b.kvPut(ctx, kv, encodeID(name), []byte(pos.String()))
-	}
-	if err != nil {
-		return fmt.Errorf("nats: save checkpoint %q: %w", name, err)
-	}
-	return nil
+	return b.kvPut(ctx, b.cfg.CheckpointBucket, &b.ckpts, encodeID(name), []byte(pos.String()))
 }
 
 // LoadCheckpoint implements varve.CheckpointStore.
 func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Position, bool, error) {
 	if name == "" {
-		return varve.Start, false, fmt.Errorf("nats: load checkpoint: empty name: %w", varve.ErrInvalidArgument)
+		return varve.Start, false, fmt.Errorf("nats: empty checkpoint name: %w", varve.ErrInvalidArgument)
 	}
-	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts, true)
-	if err != nil {
-		return varve.Start, false, fmt.Errorf("nats: load checkpoint %q: %w", name, err)
-	}
-	v, ok, err := b.kvGet(ctx, kv, encodeID(name))
+	// Loading creates no bucket: without one, no checkpoint was saved.
+	v, ok, err := b.kvGet(ctx, b.cfg.CheckpointBucket, &b.ckpts, encodeID(name), false)
 	if err != nil || !ok {
-		if err != nil {
-			err = fmt.Errorf("nats: load checkpoint %q: %w", name, err)
-		}
 		return varve.Start, false, err
 	}
 	pos, err := varve.ParsePosition(string(v))
 	if err != nil {
-		return varve.Start, false, fmt.Errorf("nats: load checkpoint %q: %w", name, err)
+		return varve.Start, false, b.fail("decode checkpoint", err)
 	}
 	return pos, true, nil
 }

@@ -3,40 +3,39 @@ package nats
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"sync"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
-
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
 // publishMarker stores a marker with state st on the stream's subject if h
 // is still its last message. ok is false when another message came first.
 func (b *Backend) publishMarker(ctx context.Context, subj string, h head, st state) (seq uint64, ok bool, err error) {
-	m := &natsgo.Msg{Subject: subj, Header: natsgo.Header{}, Data: make([]byte, stateLen)}
-	m.Header[hdrExpectLastSub] = []string{strconv.FormatUint(h.seq, 10)}
+	data := make([]byte, stateLen)
 	st.prev = h.seq
-	putState(m.Data, st)
-	ack, err := b.publish(ctx, m)
+	putState(data, st)
+	ack, err := b.c.Publish(ctx, subj, data, jsclient.Expect{LastSubjectSeq: h.seq, CheckLast: true})
 	switch {
-	case err != nil:
-		return 0, false, fmt.Errorf("publish marker: %w", err)
-	case ack.Error == nil:
+	case err == nil:
 		return ack.Seq, true, nil
-	case ack.Error.ErrCode == errWrongLastSequence:
+	case jsclient.IsWrongLastSequence(err):
 		return 0, false, nil
 	}
-	return 0, false, fmt.Errorf("publish marker: %w", ack.Error)
+	return 0, false, fmt.Errorf("publish marker: %w", err)
 }
 
 // purgeBelow removes the stream's commits and chunks below the given
 // sequences.
 func (b *Backend) purgeBelow(ctx context.Context, enc string, events, chunks uint64) error {
-	if err := b.purge(ctx, b.evPrefix+enc, events); err != nil {
-		return err
+	if err := b.c.Purge(ctx, b.evPrefix+enc, events); err != nil {
+		return fmt.Errorf("purge events below %d: %w", events, err)
 	}
-	return b.purge(ctx, b.chPrefix+enc, chunks)
+	if err := b.c.Purge(ctx, b.chPrefix+enc, chunks); err != nil {
+		return fmt.Errorf("purge chunks below %d: %w", chunks, err)
+	}
+	return nil
 }
 
 // Truncate implements varve.Backend. Whole commits below the new floor are
@@ -53,7 +52,7 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 	for {
 		h, m, err := b.fetchHead(ctx, stream, subj)
 		if err != nil {
-			return fmt.Errorf("nats: truncate %q: %w", stream, err)
+			return b.fail("", err)
 		}
 		switch {
 		case !h.exists():
@@ -61,7 +60,7 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 		case h.st.kind == kindDeleted || h.st.kind == kindTombstone:
 			// Finish a delete that stopped before its purge.
 			if err := b.purgeBelow(ctx, enc, h.seq, h.seq); err != nil {
-				return fmt.Errorf("nats: truncate %q: %w", stream, err)
+				return b.fail("", err)
 			}
 			if h.st.kind == kindTombstone {
 				return varve.ErrStreamDeleted
@@ -86,19 +85,19 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 				if !ok {
 					from = h.incarnation() + 1
 				}
-				err := b.scan(ctx, subj, scanStart{seq: from, end: h.seq}, func(m scanMsg) (bool, error) {
-					ch, err := parseHead(m.rawMsg)
+				err := b.c.Scan(ctx, subj, from, h.seq, 0, func(m jsclient.Msg) (bool, error) {
+					ch, err := parseHead(m)
 					if err != nil {
 						return false, err
 					}
 					if ch.st.isCommit() && ch.st.incarnation == h.incarnation() && ch.st.version >= floor {
-						bound.seq, bound.first, bound.chunk = ch.seq, ch.first, firstChunk(m.rawMsg)
+						bound.seq, bound.first, bound.chunk = ch.seq, ch.first, firstChunk(m)
 						return false, nil
 					}
-					return m.seq < h.seq, nil
+					return m.Seq < h.seq, nil
 				})
 				if err != nil {
-					return fmt.Errorf("nats: truncate %q: find the commit of version %d: %w", stream, floor, err)
+					return b.fail(fmt.Sprintf("find the commit of version %d", floor), err)
 				}
 			}
 		}
@@ -108,18 +107,18 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 			st.kind, st.floor, st.last, st.prev = kindTruncated, floor, h.lastPos(), h.seq
 			seq, ok, err := b.publishMarker(ctx, subj, h, st)
 			if err != nil {
-				return fmt.Errorf("nats: truncate %q: %w", stream, err)
+				return b.fail("", err)
 			}
 			if !ok {
 				continue
 			}
 			markerSeq = seq
-			b.remember(stream, head{seq: seq, st: st})
-			b.follow(stream, head{seq: seq, st: st}, rawMsg{})
+			b.streams.remember(stream, head{seq: seq, st: st})
+			b.follow(stream, head{seq: seq, st: st}, jsclient.Msg{})
 		}
 		if bound.seq != 0 && bound.first < floor {
 			if err := b.addFloor(ctx, bound.seq, floor); err != nil {
-				return fmt.Errorf("nats: truncate %q: %w", stream, err)
+				return b.fail("", err)
 			}
 		}
 		evBefore, chBefore := markerSeq, markerSeq
@@ -130,17 +129,17 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 			}
 		}
 		if err := b.purgeBelow(ctx, enc, evBefore, chBefore); err != nil {
-			return fmt.Errorf("nats: truncate %q: %w", stream, err)
+			return b.fail("", err)
 		}
 		return nil
 	}
 }
 
-func firstChunk(m rawMsg) uint64 {
-	if len(m.data) < stateLen || m.data[1] != kindChunked {
+func firstChunk(m jsclient.Msg) uint64 {
+	if len(m.Data) < stateLen || m.Data[1] != kindChunked {
 		return 0
 	}
-	ref, err := getChunkRef(m.data[stateLen:])
+	ref, err := getChunkRef(m.Data[stateLen:])
 	if err != nil || len(ref.seqs) == 0 {
 		return 0
 	}
@@ -161,7 +160,7 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 	for {
 		h, _, err := b.fetchHead(ctx, stream, subj)
 		if err != nil {
-			return fmt.Errorf("nats: delete %q: %w", stream, err)
+			return b.fail("", err)
 		}
 		switch {
 		case h.st.kind == kindTombstone:
@@ -170,7 +169,7 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 			return varve.ErrStreamNotFound
 		case h.st.kind == kindDeleted && !tombstone:
 			if err := b.purgeBelow(ctx, enc, h.seq, h.seq); err != nil {
-				return fmt.Errorf("nats: delete %q: %w", stream, err)
+				return b.fail("", err)
 			}
 			return varve.ErrStreamNotFound
 		}
@@ -183,66 +182,71 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 		}
 		seq, ok, err := b.publishMarker(ctx, subj, h, st)
 		if err != nil {
-			return fmt.Errorf("nats: delete %q: %w", stream, err)
+			return b.fail("", err)
 		}
 		if !ok {
 			continue
 		}
-		b.remember(stream, head{seq: seq, st: st})
-		b.follow(stream, head{seq: seq, st: st}, rawMsg{})
+		b.streams.remember(stream, head{seq: seq, st: st})
+		b.follow(stream, head{seq: seq, st: st}, jsclient.Msg{})
 		if err := b.purgeBelow(ctx, enc, seq, seq); err != nil {
-			return fmt.Errorf("nats: delete %q: %w", stream, err)
+			return b.fail("", err)
 		}
 		if err := b.deleteSnapshot(ctx, stream); err != nil {
-			return fmt.Errorf("nats: delete %q: %w", stream, err)
+			return b.fail("", err)
 		}
 		return nil
 	}
 }
 
+// floorTable holds the floor entries: the first visible version of each
+// commit that a truncation cut.
+type floorTable struct {
+	mu     sync.Mutex
+	floors map[uint64]varve.Version // commit seq -> first visible version
+	last   uint64                   // sequence of the last floor entry read
+}
+
+func (t *floorTable) add(seq uint64, floor varve.Version) {
+	t.mu.Lock()
+	t.floors[seq] = max(t.floors[seq], floor)
+	t.mu.Unlock()
+}
+
+func (t *floorTable) of(seq uint64) varve.Version {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.floors[seq]
+}
+
 // addFloor records that the commit at seq shows only versions >= floor.
 func (b *Backend) addFloor(ctx context.Context, seq uint64, floor varve.Version) error {
-	ack, err := b.publish(ctx, &natsgo.Msg{Subject: b.floorSubj, Data: appendFloor(nil, seq, floor)})
-	if err == nil && ack.Error != nil {
-		err = ack.Error
-	}
-	if err != nil {
+	if _, err := b.c.Publish(ctx, b.floorSubj, appendFloor(nil, seq, floor), jsclient.Expect{}); err != nil {
 		return fmt.Errorf("record floor of commit %d: %w", seq, err)
 	}
-	b.floorsMu.Lock()
-	b.floors[seq] = max(b.floors[seq], floor)
-	b.floorsMu.Unlock()
+	b.floors.add(seq, floor)
 	return nil
 }
 
 // refreshFloors reads the floor entries written since the last refresh:
 // one direct get when there are none.
 func (b *Backend) refreshFloors(ctx context.Context) error {
-	b.floorsMu.Lock()
-	from := b.floorsSeq
-	b.floorsMu.Unlock()
+	b.floors.mu.Lock()
+	from := b.floors.last
+	b.floors.mu.Unlock()
 	for {
-		m, found, err := b.getNext(ctx, from+1, b.floorSubj)
+		m, found, err := b.c.GetNext(ctx, from+1, b.floorSubj)
+		if err != nil || !found {
+			return err
+		}
+		seq, floor, err := getFloor(m.Data)
 		if err != nil {
-			return fmt.Errorf("read floor entries: %w", err)
+			return fmt.Errorf("floor entry %d: %w", m.Seq, err)
 		}
-		if !found {
-			return nil
-		}
-		seq, floor, err := getFloor(m.data)
-		if err != nil {
-			return fmt.Errorf("floor entry %d: %w", m.seq, err)
-		}
-		b.floorsMu.Lock()
-		b.floors[seq] = max(b.floors[seq], floor)
-		b.floorsSeq = max(b.floorsSeq, m.seq)
-		b.floorsMu.Unlock()
-		from = m.seq
+		b.floors.add(seq, floor)
+		b.floors.mu.Lock()
+		b.floors.last = max(b.floors.last, m.Seq)
+		b.floors.mu.Unlock()
+		from = m.Seq
 	}
-}
-
-func (b *Backend) floorOf(seq uint64) varve.Version {
-	b.floorsMu.Lock()
-	defer b.floorsMu.Unlock()
-	return b.floors[seq]
 }

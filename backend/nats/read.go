@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
 // head is what the last message of a stream's subject says about it.
@@ -52,26 +53,26 @@ type hint struct {
 	first       varve.Version
 }
 
-func parseHead(m rawMsg) (head, error) {
-	st, err := getState(m.data)
+func parseHead(m jsclient.Msg) (head, error) {
+	st, err := getState(m.Data)
 	if err != nil {
-		return head{}, fmt.Errorf("message %d: %w", m.seq, err)
+		return head{}, fmt.Errorf("message %d: %w", m.Seq, err)
 	}
-	h := head{seq: m.seq, st: st}
+	h := head{seq: m.Seq, st: st}
 	switch st.kind {
 	case kindCommit:
-		n, k := binary.Uvarint(m.data[stateLen:])
+		n, k := binary.Uvarint(m.Data[stateLen:])
 		if k <= 0 || n == 0 || n > st.version {
-			return head{}, fmt.Errorf("message %d: %w: bad event count", m.seq, errCorrupt)
+			return head{}, fmt.Errorf("message %d: %w: bad event count", m.Seq, errCorrupt)
 		}
 		h.n = int(n)
 	case kindChunked:
-		ref, err := getChunkRef(m.data[stateLen:])
+		ref, err := getChunkRef(m.Data[stateLen:])
 		if err != nil {
-			return head{}, fmt.Errorf("message %d: %w", m.seq, err)
+			return head{}, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
 		if ref.events == 0 || uint64(ref.events) > st.version {
-			return head{}, fmt.Errorf("message %d: %w: bad event count", m.seq, errCorrupt)
+			return head{}, fmt.Errorf("message %d: %w: bad event count", m.Seq, errCorrupt)
 		}
 		h.n = ref.events
 	}
@@ -81,58 +82,16 @@ func parseHead(m rawMsg) (head, error) {
 	return h, nil
 }
 
-func (b *Backend) cachedHead(stream string) (head, bool) {
-	b.headsMu.Lock()
-	h, ok := b.heads[stream]
-	b.headsMu.Unlock()
-	return h, ok
-}
-
-func (b *Backend) remember(stream string, h head) {
-	b.headsMu.Lock()
-	defer b.headsMu.Unlock()
-	if old, ok := b.heads[stream]; ok && old.seq > h.seq {
-		return
-	}
-	if len(b.heads) >= b.cfg.CachedStreams {
-		for k := range b.heads { // evict an arbitrary entry
-			delete(b.heads, k)
-			delete(b.hints, k)
-			break
-		}
-	}
-	b.heads[stream] = h
-}
-
-func (b *Backend) rememberHint(stream string, h hint) {
-	b.headsMu.Lock()
-	defer b.headsMu.Unlock()
-	if _, ok := b.hints[stream]; ok || len(b.hints) < b.cfg.CachedStreams {
-		b.hints[stream] = h
-	}
-}
-
 // hintFor returns a remembered commit sequence to start a scan for
 // version lo at.
 func (b *Backend) hintFor(stream string, incarnation uint64, lo varve.Version) (uint64, bool) {
-	h, ok := b.hintAt(stream, incarnation, lo)
+	h, ok := b.streams.hintAt(stream, incarnation, lo)
 	return h.seq, ok
 }
 
-// hintAt returns the stream's remembered commit if a scan for version lo
-// of the incarnation can start there.
-func (b *Backend) hintAt(stream string, incarnation uint64, lo varve.Version) (hint, bool) {
-	b.headsMu.Lock()
-	defer b.headsMu.Unlock()
-	if h, ok := b.hints[stream]; ok && h.incarnation == incarnation && h.first <= lo {
-		return h, true
-	}
-	return hint{}, false
-}
-
 // fetchHead reads the last message of the stream's subject.
-func (b *Backend) fetchHead(ctx context.Context, stream, subj string) (head, rawMsg, error) {
-	m, found, err := b.getLast(ctx, subj)
+func (b *Backend) fetchHead(ctx context.Context, stream, subj string) (head, jsclient.Msg, error) {
+	m, found, err := b.c.GetLast(ctx, subj)
 	if err != nil || !found {
 		return head{}, m, err
 	}
@@ -140,7 +99,7 @@ func (b *Backend) fetchHead(ctx context.Context, stream, subj string) (head, raw
 	if err != nil {
 		return head{}, m, err
 	}
-	b.remember(stream, h)
+	b.streams.remember(stream, h)
 	b.follow(stream, h, m)
 	return h, m, nil
 }
@@ -151,27 +110,27 @@ var errChunkMissing = fmt.Errorf("%w: chunk missing", errCorrupt)
 
 // payload returns a commit's encoded events, reading its chunks if it has
 // them.
-func (b *Backend) payload(ctx context.Context, m rawMsg, st state) ([]byte, error) {
+func (b *Backend) payload(ctx context.Context, m jsclient.Msg, st state) ([]byte, error) {
 	if st.kind == kindCommit {
-		return m.data[stateLen:], nil
+		return m.Data[stateLen:], nil
 	}
-	ref, err := getChunkRef(m.data[stateLen:])
+	ref, err := getChunkRef(m.Data[stateLen:])
 	if err != nil {
-		return nil, fmt.Errorf("message %d: %w", m.seq, err)
+		return nil, fmt.Errorf("message %d: %w", m.Seq, err)
 	}
 	out := make([]byte, 0, ref.size)
 	for _, seq := range ref.seqs {
-		c, found, err := b.getSeq(ctx, seq)
+		c, found, err := b.c.Get(ctx, seq)
 		if err != nil {
-			return nil, fmt.Errorf("read chunk %d of commit %d: %w", seq, m.seq, err)
+			return nil, fmt.Errorf("read chunk %d of commit %d: %w", seq, m.Seq, err)
 		}
 		if !found {
-			return nil, fmt.Errorf("chunk %d of commit %d: %w", seq, m.seq, errChunkMissing)
+			return nil, fmt.Errorf("chunk %d of commit %d: %w", seq, m.Seq, errChunkMissing)
 		}
-		out = append(out, c.data...)
+		out = append(out, c.Data...)
 	}
 	if len(out) != ref.size {
-		return nil, fmt.Errorf("commit %d: %w: chunks hold %d bytes, want %d", m.seq, errCorrupt, len(out), ref.size)
+		return nil, fmt.Errorf("commit %d: %w: chunks hold %d bytes, want %d", m.Seq, errCorrupt, len(out), ref.size)
 	}
 	return out, nil
 }
@@ -216,14 +175,14 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		return buf, err
 	}
 	subj := b.evPrefix + encodeID(q.Stream)
-	if b.batchGets.Load() {
+	if b.c.BatchGets() {
 		if from, n, ok := b.batchPlan(q); ok {
 			out, h, m, done, err := b.readBatch(ctx, q, subj, from, n, buf)
 			switch {
 			case done && (err == nil || errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted)):
 				return out, err
-			case err != nil && !errors.Is(err, errNoBatch):
-				return out, fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+			case err != nil && !errors.Is(err, jsclient.ErrNoBatch):
+				return out, b.fail("", err)
 			case h.exists():
 				return b.readAt(ctx, q, subj, h, m, buf)
 			}
@@ -231,7 +190,7 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	}
 	h, m, err := b.fetchHead(ctx, q.Stream, subj)
 	if err != nil {
-		return buf, fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+		return buf, b.fail("", err)
 	}
 	return b.readAt(ctx, q, subj, h, m, buf)
 }
@@ -278,7 +237,7 @@ func headErr(h head) error {
 }
 
 // readAt answers q from the stream's head h, whose message is m.
-func (b *Backend) readAt(ctx context.Context, q varve.StreamQuery, subj string, h head, m rawMsg, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+func (b *Backend) readAt(ctx context.Context, q varve.StreamQuery, subj string, h head, m jsclient.Msg, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	if err := headErr(h); err != nil {
 		return buf, err
 	}
@@ -294,10 +253,10 @@ func (b *Backend) readAt(ctx context.Context, q varve.StreamQuery, subj string, 
 			buf, err = emit(buf, p, q.Stream, h.seq, h.st, 0, lo, hi, start+int(hi-lo+1))
 		}
 		if err != nil {
-			return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+			return buf[:start], b.fail("", err)
 		}
 	} else if buf, err = b.readRange(ctx, q.Stream, subj, h, m, lo, hi, buf); err != nil {
-		return buf[:start], fmt.Errorf("nats: read stream %q: %w", q.Stream, err)
+		return buf[:start], b.fail("", err)
 	}
 	return b.finish(q, h, lo, hi, buf, start), nil
 }
@@ -333,7 +292,7 @@ const (
 // new incarnation begins there), or, for a stream not seen yet,
 // from sequence 1 when q reads forward from near the stream's start.
 func (b *Backend) batchPlan(q varve.StreamQuery) (from uint64, n int, ok bool) {
-	ch, known := b.cachedHead(q.Stream)
+	ch, known := b.streams.head(q.Stream)
 	if !known {
 		if q.Direction != varve.Forward {
 			return 0, 0, false
@@ -367,11 +326,11 @@ func (b *Backend) batchPlan(q varve.StreamQuery) (from uint64, n int, ok bool) {
 	}
 	inc := ch.incarnation()
 	from, first := inc+1, max(ch.st.floor, 1)
-	if hn, ok := b.hintAt(q.Stream, inc, lo); ok {
+	if hn, ok := b.streams.hintAt(q.Stream, inc, lo); ok {
 		from, first = hn.seq, hn.first
 	}
 	msgs := ch.st.version - min(first, ch.st.version) + 1 + 8 // commits, and a few markers
-	if msgs > maxBatch/2 {
+	if msgs > jsclient.MaxBatch/2 {
 		return 0, 0, false
 	}
 	return from, int(2 * msgs), true
@@ -383,26 +342,26 @@ func (b *Backend) batchPlan(q varve.StreamQuery) (from uint64, n int, ok bool) {
 // first version on: then done is true. Otherwise it returns the head if the
 // batch told it, so that the caller need not get it again, and buf as it
 // was.
-func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj string, from uint64, n int, buf []varve.RecordedEvent) (_ []varve.RecordedEvent, h head, m rawMsg, done bool, err error) {
-	msgs, complete, err := b.getBatch(ctx, subj, from, n)
+func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj string, from uint64, n int, buf []varve.RecordedEvent) (_ []varve.RecordedEvent, h head, m jsclient.Msg, done bool, err error) {
+	msgs, complete, err := b.c.GetBatch(ctx, subj, from, n)
 	if err != nil || !complete {
-		return buf, head{}, rawMsg{}, false, err
+		return buf, head{}, jsclient.Msg{}, false, err
 	}
 	if len(msgs) == 0 {
 		if from <= 1 {
-			return buf, head{}, rawMsg{}, true, varve.ErrStreamNotFound // the subject is empty
+			return buf, head{}, jsclient.Msg{}, true, varve.ErrStreamNotFound // the subject is empty
 		}
-		return buf, head{}, rawMsg{}, false, nil
+		return buf, head{}, jsclient.Msg{}, false, nil
 	}
 	heads := make([]head, len(msgs))
 	for i := range msgs {
 		if heads[i], err = parseHead(msgs[i]); err != nil {
-			return buf, head{}, rawMsg{}, false, err
+			return buf, head{}, jsclient.Msg{}, false, err
 		}
 		b.follow(q.Stream, heads[i], msgs[i])
 	}
 	h, m = heads[len(heads)-1], msgs[len(msgs)-1]
-	b.remember(q.Stream, h)
+	b.streams.remember(q.Stream, h)
 	if err := headErr(h); err != nil {
 		return buf, h, m, true, err
 	}
@@ -449,7 +408,7 @@ func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj strin
 		}
 	}
 	if last.seq != 0 {
-		b.rememberHint(q.Stream, last)
+		b.streams.rememberHint(q.Stream, last)
 	}
 	return b.finish(q, h, lo, hi, buf, start), h, m, true, nil
 }
@@ -459,10 +418,10 @@ func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj strin
 // remembered sequence, a walk back from the head for a short tail, the
 // incarnation's first message when lo is near the start, or a binary
 // search over sequences.
-func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m rawMsg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m jsclient.Msg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	inc := h.incarnation()
 	from, hinted := b.hintFor(stream, inc, lo)
-	if !hinted || !b.batchGets.Load() {
+	if !hinted || !b.c.BatchGets() {
 		if h.st.version-lo < walkMax {
 			out, ok, err := b.walkBack(ctx, stream, subj, h, m, lo, hi, buf)
 			if err != nil || ok {
@@ -471,7 +430,7 @@ func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m 
 		}
 		if !hinted {
 			from = inc + 1
-			if lo > max(h.st.floor, 1)+maxBatch {
+			if lo > max(h.st.floor, 1)+jsclient.MaxBatch {
 				var err error
 				if from, err = b.seek(ctx, subj, h, lo); err != nil {
 					return buf, err
@@ -490,19 +449,19 @@ func (b *Backend) seek(ctx context.Context, subj string, h head, lo varve.Versio
 	a, z := h.incarnation()+1, h.seq
 	for a < z {
 		mid := a + (z-a)/2
-		m, found, err := b.getNext(ctx, mid, subj)
+		m, found, err := b.c.GetNext(ctx, mid, subj)
 		if err != nil {
 			return 0, err
 		}
 		if !found {
 			break
 		}
-		st, err := getState(m.data)
+		st, err := getState(m.Data)
 		if err != nil {
-			return 0, fmt.Errorf("message %d: %w", m.seq, err)
+			return 0, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
 		if st.version < lo {
-			a = m.seq + 1
+			a = m.Seq + 1
 		} else {
 			z = mid
 		}
@@ -521,8 +480,8 @@ const walkMax = 16
 // following each message's prev sequence, and appends their events in
 // [lo, hi]. ok is false if the chain breaks (a concurrent truncation or
 // delete); the caller scans instead.
-func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m rawMsg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
-	var chain []rawMsg // newest first
+func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m jsclient.Msg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
+	var chain []jsclient.Msg // newest first
 	cur, ch := m, h
 	for hops := 0; ; hops++ {
 		if ch.st.isCommit() {
@@ -541,11 +500,11 @@ func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m r
 		if ch.st.prev == 0 || hops > 2*walkMax {
 			return buf, false, nil
 		}
-		nm, found, err := b.getSeq(ctx, ch.st.prev)
+		nm, found, err := b.c.Get(ctx, ch.st.prev)
 		if err != nil {
 			return buf, false, err
 		}
-		if !found || nm.subject != subj {
+		if !found || nm.Subject != subj {
 			return buf, false, nil
 		}
 		if ch, err = parseHead(nm); err != nil {
@@ -555,10 +514,10 @@ func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m r
 	}
 	start := len(buf)
 	for i := len(chain) - 1; i >= 0; i-- {
-		st, _ := getState(chain[i].data)
+		st, _ := getState(chain[i].Data)
 		p, err := b.payload(ctx, chain[i], st)
 		if err == nil {
-			buf, err = emit(buf, p, stream, chain[i].seq, st, 0, lo, hi, start+int(hi-lo+1))
+			buf, err = emit(buf, p, stream, chain[i].Seq, st, 0, lo, hi, start+int(hi-lo+1))
 		}
 		if err != nil {
 			return buf[:start], false, err
@@ -572,137 +531,32 @@ func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m r
 func (b *Backend) scanStream(ctx context.Context, stream, subj string, h head, from uint64, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	inc := h.incarnation()
 	var last hint
-	err := b.scan(ctx, subj, scanStart{seq: from, want: int(min(hi-lo+2, maxBatch)), end: h.seq}, func(m scanMsg) (bool, error) {
-		st, err := getState(m.data)
+	err := b.c.Scan(ctx, subj, from, h.seq, int(min(hi-lo+2, jsclient.MaxBatch)), func(m jsclient.Msg) (bool, error) {
+		st, err := getState(m.Data)
 		if err != nil {
-			return false, fmt.Errorf("message %d: %w", m.seq, err)
+			return false, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
 		if !st.isCommit() || st.incarnation != inc || st.version < lo {
-			return m.seq < h.seq, nil
+			return m.Seq < h.seq, nil
 		}
-		p, err := b.payload(ctx, m.rawMsg, st)
+		p, err := b.payload(ctx, m, st)
 		if err != nil {
 			return false, err
 		}
 		n, _ := binary.Uvarint(p)
 		first := st.version - n + 1
 		if first <= hi {
-			last = hint{incarnation: inc, seq: m.seq, first: first}
+			last = hint{incarnation: inc, seq: m.Seq, first: first}
 		}
-		if buf, err = emit(buf, p, stream, m.seq, st, 0, lo, hi, len(buf)+int(hi-lo+1)); err != nil {
+		if buf, err = emit(buf, p, stream, m.Seq, st, 0, lo, hi, len(buf)+int(hi-lo+1)); err != nil {
 			return false, err
 		}
-		return st.version < hi && m.seq < h.seq, nil
+		return st.version < hi && m.Seq < h.seq, nil
 	})
 	if last.seq != 0 {
-		b.rememberHint(stream, last)
+		b.streams.rememberHint(stream, last)
 	}
 	return buf, err
-}
-
-// ReadAll implements varve.Backend. JetStream assigns sequences in commit
-// order and a consumer delivers only stored messages, so a page never has
-// a gap that a later commit could fill.
-func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
-	if err := b.ready(ctx); err != nil {
-		return buf, err
-	}
-	if err := b.refreshFloors(ctx); err != nil {
-		return buf, fmt.Errorf("nats: read $all: %w", err)
-	}
-	start, end := len(buf), len(buf)+q.Limit
-	if q.Limit <= 0 {
-		return buf, nil
-	}
-	from := scanStart{seq: max(q.After.Commit, 1), want: q.Limit + 1}
-	if !b.batchGets.Load() {
-		last, found, err := b.getLast(ctx, b.evPrefix+">")
-		if err != nil {
-			return buf, fmt.Errorf("nats: read $all: %w", err)
-		}
-		if !found || last.seq < from.seq {
-			return buf, nil
-		}
-		from.end = last.seq
-	}
-	err := b.scan(ctx, b.evPrefix+">", from, func(m scanMsg) (bool, error) {
-		st, err := getState(m.data)
-		if err != nil {
-			return false, fmt.Errorf("message %d: %w", m.seq, err)
-		}
-		if !st.isCommit() {
-			return true, nil
-		}
-		minIdx := 0
-		if m.seq == q.After.Commit {
-			minIdx = int(min(q.After.Seq+1, 1<<31))
-		}
-		stream, err := decodeID(m.subject[len(b.evPrefix):])
-		if err != nil {
-			return false, fmt.Errorf("message %d on %q: %w", m.seq, m.subject, err)
-		}
-		p, err := b.payload(ctx, m.rawMsg, st)
-		if err != nil {
-			return false, err
-		}
-		if buf, err = emit(buf, p, stream, m.seq, st, minIdx, b.floorOf(m.seq), st.version, end); err != nil {
-			return false, err
-		}
-		return len(buf) < end, nil
-	})
-	if err != nil {
-		return buf[:start], fmt.Errorf("nats: read $all: %w", err)
-	}
-	return buf, nil
-}
-
-// LastPosition implements varve.Backend.
-func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
-	if err := b.ready(ctx); err != nil {
-		return varve.Start, err
-	}
-	m, found, err := b.getLast(ctx, b.evPrefix+">")
-	if err != nil {
-		return varve.Start, fmt.Errorf("nats: last position: %w", err)
-	}
-	if !found {
-		return varve.Start, nil
-	}
-	h, err := parseHead(m)
-	if err != nil {
-		return varve.Start, fmt.Errorf("nats: last position: %w", err)
-	}
-	if h.st.isCommit() {
-		return h.lastPos(), nil
-	}
-	// The log ends with a marker: find the last commit before it, scanning
-	// ever larger windows backwards.
-	end := m.seq
-	for w := uint64(64); ; w *= 8 {
-		from := uint64(1)
-		if end > w {
-			from = end - w
-		}
-		var last varve.Position
-		err := b.scan(ctx, b.evPrefix+">", scanStart{seq: from, want: int(end - from + 1), end: end - 1}, func(m scanMsg) (bool, error) {
-			if m.seq >= end {
-				return false, nil
-			}
-			if h, err := parseHead(m.rawMsg); err != nil {
-				return false, err
-			} else if h.st.isCommit() {
-				last = h.lastPos()
-			}
-			return true, nil
-		})
-		if err != nil {
-			return varve.Start, fmt.Errorf("nats: last position: %w", err)
-		}
-		if last != varve.Start || from == 1 {
-			return last, nil
-		}
-		end = from
-	}
 }
 
 // StreamInfo implements varve.Backend.
@@ -712,7 +566,7 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 	}
 	h, _, err := b.fetchHead(ctx, stream, b.evPrefix+encodeID(stream))
 	if err != nil {
-		return varve.StreamInfo{}, fmt.Errorf("nats: stream info %q: %w", stream, err)
+		return varve.StreamInfo{}, b.fail("", err)
 	}
 	if !h.exists() {
 		return varve.StreamInfo{}, varve.ErrStreamNotFound
@@ -734,12 +588,12 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 // offerBatchIDs makes a set of the ids of the live events of the stream at
 // h from a batch that holds all of its commits (heads and msgs, in order),
 // if no set at h or later is cached and every commit is inline.
-func (b *Backend) offerBatchIDs(stream string, h head, heads []head, msgs []rawMsg) {
+func (b *Backend) offerBatchIDs(stream string, h head, heads []head, msgs []jsclient.Msg) {
 	floor := liveFrom(h)
 	if h.st.version < floor || h.st.version-floor+1 >= uint64(b.cfg.CachedEventIDs) {
 		return
 	}
-	if s, ok := b.cachedIDs(stream); ok && s.head().seq >= h.seq {
+	if s, ok := b.streams.ids(stream); ok && s.head().seq >= h.seq {
 		return
 	}
 	inc := h.incarnation()
@@ -754,7 +608,7 @@ func (b *Backend) offerBatchIDs(stream string, h head, heads []head, msgs []rawM
 			return // its ids are in chunks: leave the set to the next append
 		}
 		var err error
-		if ids, err = idsOf(ids[:0], msgs[i].data[stateLen:], c.st, floor); err != nil {
+		if ids, err = idsOf(ids[:0], msgs[i].Data[stateLen:], c.st, floor); err != nil {
 			return
 		}
 		for _, x := range ids {
@@ -763,6 +617,6 @@ func (b *Backend) offerBatchIDs(stream string, h head, heads []head, msgs []rawM
 		n += len(ids)
 	}
 	if uint64(n) == h.st.version-floor+1 {
-		b.keepIDs(stream, s)
+		b.streams.keepIDs(stream, s)
 	}
 }

@@ -75,7 +75,7 @@ func TestReadRequests(t *testing.T) {
 		// head.
 		checkIDs := func(what string) {
 			t.Helper()
-			s, ok := r.cachedIDs("s")
+			s, ok := r.streams.ids("s")
 			if !ok {
 				if one > 0 {
 					t.Fatalf("%s: no id set", what)
@@ -84,7 +84,7 @@ func TestReadRequests(t *testing.T) {
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if h, _ := r.cachedHead("s"); s.h.seq != h.seq {
+			if h, _ := r.streams.head("s"); s.h.seq != h.seq {
 				if one > 0 {
 					t.Fatalf("%s: id set at %d, head at %d", what, s.h.seq, h.seq)
 				}

@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"context"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -21,7 +22,9 @@ func (b *Backend) Watch() <-chan struct{} {
 	if b.watchSub == nil {
 		sub, err := b.nc.Subscribe(b.watchSubj, b.wake)
 		if err == nil {
-			err = b.nc.FlushTimeout(b.cfg.RequestTimeout)
+			ctx, cancel := b.c.Bound(context.Background())
+			err = b.nc.FlushWithContext(ctx)
+			cancel()
 			b.watchSub = sub
 		}
 		if err != nil {
@@ -44,6 +47,10 @@ const pollInterval = time.Second
 
 func (b *Backend) wake(*natsgo.Msg) {
 	b.watchMu.Lock()
+	if b.closed.Load() {
+		b.watchMu.Unlock()
+		return // Close closed the channel
+	}
 	close(b.watchCh)
 	b.watchCh = make(chan struct{})
 	b.watchMu.Unlock()

@@ -146,10 +146,11 @@ func TestAdversarialCatchUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := reader.ReadAllPage(ctx, pos, 200, buf[:0])
+		res, err := reader.ReadAllPage(ctx, pos, buf[:0], varve.Limit(200))
 		if err != nil {
 			t.Fatal(err)
 		}
+		page := res.Events
 		buf = page
 		for _, e := range page {
 			if !pos.Less(e.Position) {

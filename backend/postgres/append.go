@@ -3,25 +3,12 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/varve-go/varve"
-)
-
-// SQLSTATEs raised by the schema's functions.
-const (
-	codeWrongVersion = "VV001"
-	codeDuplicate    = "VV002"
-	codeTombstoned   = "VV003"
-	codeNotFound     = "VV004"
-	codeChanged      = "VV005" // the stream's row changed under a compare-and-set
-	codeUnique       = "23505"
-	codeDeadlock     = "40P01"
 )
 
 // appendArgs are the column arrays of one append, pooled.
@@ -64,7 +51,7 @@ func (a *appendArgs) release() {
 // or appends. A conflict or a retry therefore costs a second round trip.
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
 	if err := b.begin(ctx); err != nil {
-		return varve.AppendResult{}, fmt.Errorf("postgres: append to %q: %w", req.Stream, err)
+		return varve.AppendResult{}, err
 	}
 	args := argsPool.Get().(*appendArgs)
 	defer args.release()
@@ -80,7 +67,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 		}
 	}
 	if err != nil {
-		return varve.AppendResult{}, b.mapError(ctx, "append to "+strconv.Quote(req.Stream), req.Stream, req.Expected, err)
+		return varve.AppendResult{}, b.mapError(ctx, req.Stream, req.Expected, err)
 	}
 	b.committed()
 	return res, nil
@@ -132,40 +119,4 @@ func (b *Backend) appendSlow(ctx context.Context, req varve.AppendRequest, args 
 		LastVersion:  varve.Version(last),
 		Position:     varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
 	}, nil
-}
-
-// isRace reports whether err says that another writer changed the
-// stream's row under the statement (VV005), created the stream first (a
-// unique violation of its row or of a version) or deadlocked with it: the
-// statement can be run again.
-func isRace(err error) bool {
-	var pg *pgconn.PgError
-	if !errors.As(err, &pg) {
-		return false
-	}
-	return pg.Code == codeDeadlock || pg.Code == codeChanged ||
-		pg.Code == codeUnique && (pg.ConstraintName == "streams_pkey" || pg.ConstraintName == "events_stream_version")
-}
-
-// mapError turns the errors raised by the schema's functions into varve's
-// sentinels.
-func (b *Backend) mapError(ctx context.Context, what, stream string, expected varve.ExpectedVersion, err error) error {
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) {
-		switch {
-		case pg.Code == codeWrongVersion:
-			actual, perr := strconv.ParseUint(pg.Detail, 10, 64)
-			if perr != nil {
-				return fmt.Errorf("postgres: %s: bad conflict detail %q: %w", what, pg.Detail, err)
-			}
-			return fmt.Errorf("postgres: %s: %w", what, &varve.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: actual})
-		case pg.Code == codeDuplicate, pg.Code == codeUnique && pg.ConstraintName == "events_stream_id":
-			return fmt.Errorf("postgres: %s: %w", what, varve.ErrDuplicateEvent)
-		case pg.Code == codeTombstoned:
-			return fmt.Errorf("postgres: %s: %w", what, varve.ErrStreamDeleted)
-		case pg.Code == codeNotFound:
-			return fmt.Errorf("postgres: %s: %w", what, varve.ErrStreamNotFound)
-		}
-	}
-	return b.fail(ctx, what, err)
 }

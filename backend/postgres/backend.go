@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -17,17 +18,46 @@ import (
 	"github.com/varve-go/varve"
 )
 
+// closingHandler ends a statement whose context a closing Store ended
+// (cause varve.ErrClosed) at once, breaking its connection, which Close
+// drops anyway; any other cancellation sends PostgreSQL a cancel request
+// (whose handler then waits 100 ms so that the request cannot cancel the
+// connection's next statement). One handler serves one connection, which
+// runs one statement at a time.
+type closingHandler struct {
+	*pgconn.CancelRequestContextWatcherHandler
+	conn   *pgconn.PgConn
+	broken bool // the last cancel broke the connection
+}
+
+func (h *closingHandler) HandleCancel(ctx context.Context) {
+	if h.broken = errors.Is(context.Cause(ctx), varve.ErrClosed); h.broken {
+		_ = h.conn.Conn().SetDeadline(time.Now())
+		return
+	}
+	h.CancelRequestContextWatcherHandler.HandleCancel(ctx)
+}
+
+func (h *closingHandler) HandleUnwatchAfterCancel() {
+	if h.broken {
+		_ = h.conn.Conn().SetDeadline(time.Time{})
+		return
+	}
+	h.CancelRequestContextWatcherHandler.HandleUnwatchAfterCancel()
+}
+
 // cancelGrace is how long a cancelled statement may take to stop after the
 // cancel request before its connection is closed.
 const cancelGrace = time.Second
 
 // Backend is a varve.Backend on PostgreSQL. It is safe for concurrent use.
 type Backend struct {
-	cfg    Config
-	pool   *pgxpool.Pool
-	schema string // quoted identifier
-	seed   int64  // advisory lock key seed of the schema
-	sql    queries
+	cfg     Config
+	pool    *pgxpool.Pool
+	schema  string // quoted identifier
+	seed    int64  // advisory lock key seed of the schema
+	version int64  // of the schema: its last migration
+	sql     queries
 
 	requests atomic.Uint64
 	closed   atomic.Bool
@@ -45,7 +75,6 @@ var (
 	_ varve.SnapshotStore   = (*Backend)(nil)
 	_ varve.CheckpointStore = (*Backend)(nil)
 	_ varve.Watcher         = (*Backend)(nil)
-	_ varve.RequestCounter  = (*Backend)(nil)
 )
 
 // New connects to PostgreSQL, creates or upgrades the schema unless
@@ -57,7 +86,15 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	pc, err := pgxpool.ParseConfig(cfg.ConnString)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse connection string: %w: %v", varve.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("postgres: connection string: %s: %w", parseProblem(err), varve.ErrInvalidArgument)
+	}
+	switch {
+	case cfg.ConnectTimeout < 0:
+		pc.ConnConfig.ConnectTimeout = 0
+	case cfg.ConnectTimeout > 0:
+		pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	case pc.ConnConfig.ConnectTimeout == 0:
+		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	switch {
 	case cfg.MaxConns > 0:
@@ -75,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// waiting for its stream's lock is aborted rather than written once the
 	// lock comes free; the connection is dropped if that takes too long.
 	pc.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+		return &closingHandler{CancelRequestContextWatcherHandler: &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}, conn: c}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -91,14 +128,21 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		notify: make(chan struct{}, 1),
 	}
 	b.life, b.cancel = context.WithCancel(context.Background())
-	b.sql = newQueries(b.schema)
-	if !cfg.NoMigrate {
-		if err := b.migrate(ctx); err != nil {
-			b.cancel()
-			pool.Close()
-			return nil, err
-		}
+	if cfg.NoMigrate {
+		b.version, err = b.readVersion(ctx)
+	} else {
+		b.version, err = b.migrate(ctx)
 	}
+	if err != nil {
+		b.cancel()
+		pool.Close()
+		return nil, err
+	}
+	horizon := xminHorizon
+	if b.version >= writerLockSince {
+		horizon = writersHorizon(b.schema)
+	}
+	b.sql = newQueries(b.schema, horizon)
 	if !cfg.NoNotify {
 		b.wg.Add(1)
 		go b.notifier()
@@ -112,9 +156,6 @@ func (b *Backend) Features() varve.Features {
 		Name:           "postgres",
 		Durable:        true,
 		UniqueEventIDs: true,
-		Snapshots:      true,
-		Checkpoints:    true,
-		Watch:          true,
 	}
 }
 
@@ -136,10 +177,11 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.cancel()
-	b.watch.mu.Lock() // a Watch that started the listener did so before this
+	b.watch.mu.Lock()
+	b.watch.stopped = true // from here on the wait group is complete
 	b.watch.mu.Unlock()
 	b.wg.Wait()
-	b.watch.wake()
+	b.watch.signal.Close()
 	b.pool.Close()
 	return nil
 }
@@ -150,16 +192,4 @@ func (b *Backend) begin(ctx context.Context) error {
 		return varve.ErrClosed
 	}
 	return ctx.Err()
-}
-
-// fail turns an error of a statement into what the seam promises: the
-// context's error when it ended, ErrClosed after Close.
-func (b *Backend) fail(ctx context.Context, what string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("postgres: %s: %w", what, cerr)
-	}
-	if b.closed.Load() {
-		return fmt.Errorf("postgres: %s: %w", what, varve.ErrClosed)
-	}
-	return fmt.Errorf("postgres: %s: %w", what, err)
 }

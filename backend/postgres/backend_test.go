@@ -119,6 +119,7 @@ func TestQueryExecModes(t *testing.T) {
 			if err != nil || len(got) != 1 || got[0].ID != ev.ID || string(got[0].Data) != "d" {
 				t.Fatalf("read stream: %+v %v", got, err)
 			}
+			waitForPosition(t, b, res.Position)
 			before := res.Position
 			before.Seq--
 			all, err := b.ReadAll(ctx, varve.AllQuery{After: before, Limit: 1}, nil)

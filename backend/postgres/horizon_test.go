@@ -43,6 +43,33 @@ func beginAppend(ctx context.Context, b *postgres.Backend, stream string) (pgx.T
 	return tx, id, nil
 }
 
+// openTxRowFirst writes a stream's row and then its first event in an
+// explicit transaction that it leaves open, as the fast append does in one
+// statement, without calling varve's functions.
+func openTxRowFirst(t *testing.T, b *postgres.Backend, stream string) (pgx.Tx, uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := varve.NewEventID()
+	for _, sql := range []string{
+		"INSERT INTO " + b.Schema() + ".streams (stream, version) VALUES ($1, 1)",
+		"INSERT INTO " + b.Schema() + ".events (tx, stream, version, id, type) VALUES (pg_current_xact_id()::text::bigint, $1, 1, $2, 'Slow')",
+	} {
+		args := []any{stream}
+		if strings.Contains(sql, "events") {
+			args = append(args, [16]byte(id))
+		}
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			_ = tx.Rollback(ctx)
+			t.Fatal(err)
+		}
+	}
+	return tx, id
+}
+
 func readAllIDs(t *testing.T, s *varve.Store, after varve.Position, pfx string) ([]uuid.UUID, varve.Position) {
 	t.Helper()
 	var ids []uuid.UUID
@@ -77,29 +104,53 @@ func TestHorizon(t *testing.T) {
 	}
 
 	cases := []struct {
-		name   string
-		commit bool
+		name     string
+		commit   bool
+		begin    func(t *testing.T, b *postgres.Backend, stream string) (pgx.Tx, uuid.UUID)
+		existing bool // the slow writer appends to a stream that exists
 	}{
-		{"slow writer commits", true},
-		{"slow writer rolls back", false},
+		{"slow writer commits", true, openTxAppend, false},
+		{"slow writer rolls back", false, openTxAppend, false},
+		// The append function updates the stream's row, which evaluates
+		// no default: it takes the writer lock itself.
+		{"slow writer to an existing stream commits", true, openTxAppend, true},
+		{"slow writer to an existing stream rolls back", false, openTxAppend, true},
+		// The fast path's order, the stream's row first, with nothing of
+		// varve's code: the default of a column of streams takes the
+		// writer lock, as it does for older versions of varve during an
+		// upgrade.
+		{"slow row-first writer commits", true, openTxRowFirst, false},
+		{"slow row-first writer rolls back", false, openTxRowFirst, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pfx := pfx + strings.ReplaceAll(tc.name, " ", "-") + "-"
+			existing := 0
+			if tc.existing {
+				res, err := s.Append(ctx, pfx+"slow", varve.NoStream, varve.Event{Type: "First"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitForPosition(t, b, res.Position)
+				existing = 1
+			}
 			// The reader checkpoints at the end of what it can read now.
 			before, checkpoint := readAllIDs(t, s, start, pfx)
-			if len(before) != 0 {
-				t.Fatalf("fresh prefix has %d events", len(before))
+			if len(before) != existing {
+				t.Fatalf("fresh prefix has %d events, want %d", len(before), existing)
 			}
-			slow, slowID := openTxAppend(t, b, pfx+"slow")
+			slow, slowID := tc.begin(t, b, pfx+"slow")
 			var fast []uuid.UUID
+			var lastFast varve.Position
 			for i := range 5 {
 				evs := []varve.Event{{Type: "Fast", Data: []byte("{}")}}
-				if _, err := s.Append(ctx, fmt.Sprintf("%sfast-%d", pfx, i), varve.NoStream, evs...); err != nil {
+				res, err := s.Append(ctx, fmt.Sprintf("%sfast-%d", pfx, i), varve.NoStream, evs...)
+				if err != nil {
 					_ = slow.Rollback(ctx)
 					t.Fatal(err)
 				}
 				fast = append(fast, evs[0].ID)
+				lastFast = res.Position
 			}
 			// Committed after the slow writer's transaction began: held back.
 			held, cp := readAllIDs(t, s, checkpoint, pfx)
@@ -120,7 +171,10 @@ func TestHorizon(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Resume from the checkpoint taken while the writer was open.
+			// Resume from the checkpoint taken while the writer was open,
+			// once $all has passed the fast appends (another test's writer
+			// of this schema may hold it back for a moment).
+			waitForPosition(t, b, lastFast)
 			got, _ := readAllIDs(t, s, cp, pfx)
 			want := fast
 			if tc.commit {
@@ -159,13 +213,21 @@ func TestSameStreamOrder(t *testing.T) {
 	const writers, appends = 8, 30
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
+	var mu sync.Mutex
+	var last varve.Position
 	for range writers {
 		wg.Go(func() {
 			for range appends {
-				if _, err := s.Append(ctx, stream, varve.Any, varve.Event{Type: "E"}); err != nil {
+				res, err := s.Append(ctx, stream, varve.Any, varve.Event{Type: "E"})
+				if err != nil {
 					errs <- err
 					return
 				}
+				mu.Lock()
+				if last.Less(res.Position) {
+					last = res.Position
+				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -174,6 +236,7 @@ func TestSameStreamOrder(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	waitForPosition(t, b, last)
 	var prev varve.Version
 	n := 0
 	for e, err := range s.ReadAll(ctx, start) {

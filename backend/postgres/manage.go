@@ -3,9 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,9 +13,8 @@ import (
 
 // StreamInfo reads the stream's row.
 func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamInfo, error) {
-	what := "stream info " + strconv.Quote(stream)
 	if err := b.begin(ctx); err != nil {
-		return varve.StreamInfo{}, fmt.Errorf("postgres: %s: %w", what, err)
+		return varve.StreamInfo{}, err
 	}
 	var (
 		version, tx, seq    int64
@@ -27,10 +24,10 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 	b.requests.Add(1)
 	err := b.pool.QueryRow(ctx, b.sql.streamInfo, stream).Scan(&version, &tx, &seq, &deleted, &tombstoned, &created, &updated)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return varve.StreamInfo{}, fmt.Errorf("postgres: %s: %w", what, varve.ErrStreamNotFound)
+		return varve.StreamInfo{}, varve.ErrStreamNotFound
 	}
 	if err != nil {
-		return varve.StreamInfo{}, b.fail(ctx, what, err)
+		return varve.StreamInfo{}, b.fail(ctx, err)
 	}
 	return varve.StreamInfo{
 		Stream:       stream,
@@ -45,9 +42,8 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 
 // Truncate deletes the stream's events below before under the stream's lock.
 func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Version) error {
-	what := fmt.Sprintf("truncate %q before %d", stream, before)
 	if err := b.begin(ctx); err != nil {
-		return fmt.Errorf("postgres: %s: %w", what, err)
+		return err
 	}
 	if before > math.MaxInt64 {
 		before = math.MaxInt64
@@ -55,7 +51,7 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 	return b.retryRace(func() error {
 		b.requests.Add(1)
 		if _, err := b.pool.Exec(ctx, b.sql.truncate, stream, int64(before)); err != nil {
-			return b.mapError(ctx, what, stream, varve.Any, err)
+			return b.mapError(ctx, stream, varve.Any, err)
 		}
 		return nil
 	})
@@ -63,17 +59,13 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 
 // Delete deletes or tombstones the stream in one statement.
 func (b *Backend) Delete(ctx context.Context, stream string, expected varve.ExpectedVersion, tombstone bool) error {
-	what := "delete " + strconv.Quote(stream)
-	if tombstone {
-		what = "tombstone " + strconv.Quote(stream)
-	}
 	if err := b.begin(ctx); err != nil {
-		return fmt.Errorf("postgres: %s: %w", what, err)
+		return err
 	}
 	err := b.retryRace(func() error {
 		b.requests.Add(1)
 		if _, err := b.pool.Exec(ctx, b.sql.delete, stream, int64(expected), tombstone); err != nil {
-			return b.mapError(ctx, what, stream, expected, err)
+			return b.mapError(ctx, stream, expected, err)
 		}
 		return nil
 	})

@@ -66,6 +66,22 @@ func dropSchema(url, schema string) error {
 	return err
 }
 
+// testConn is a connection of its own to the server of connString, closed
+// when the test ends.
+func testConn(t testing.TB, connString string) *pgx.Conn {
+	t.Helper()
+	pc, err := pgxpool.ParseConfig(connString) // knows the pool_* parameters
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), pc.ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 // config returns a Config for the test server in the given schema, dropped
 // when the tests end.
 func config(t testing.TB, schema string) postgres.Config {

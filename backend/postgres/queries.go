@@ -15,10 +15,19 @@ type queries struct {
 
 // xminHorizon is the oldest transaction id that the statement's snapshot
 // still sees running: every transaction below it has ended, so the rows of
-// $all below it are final.
+// $all below it are final. It is the horizon of schemas whose writers do
+// not announce themselves (before migration 5).
 const xminHorizon = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`
 
-func newQueries(s string) queries {
+// writerLockSince is the schema version from which every transaction that
+// may write events holds the schema's writer lock before it has an id.
+const writerLockSince = 5
+
+// writersHorizon is the horizon of schemas whose writers announce
+// themselves: see all_horizon in migration 5.
+func writersHorizon(schema string) string { return `(SELECT ` + schema + `.all_horizon())` }
+
+func newQueries(s, horizon string) queries {
 	const streamCols = `e.tx, e.seq, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at`
 	readStream := func(cond, order string) string {
 		return `SELECT s.deleted, s.tombstoned, ` + streamCols + `
@@ -68,11 +77,11 @@ SELECT version, tx, seq FROM ins` + last
 		readBackward: readStream(`e.version <= $2`, `DESC`),
 		readAll: `SELECT e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + xminHorizon + `
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + `
 ORDER BY e.tx, e.seq
 LIMIT $3`,
 		lastPosition: `SELECT e.tx, e.seq FROM ` + s + `.events e
-WHERE e.tx < ` + xminHorizon + `
+WHERE e.tx < ` + horizon + `
 ORDER BY e.tx DESC, e.seq DESC
 LIMIT 1`,
 		streamInfo: `SELECT s.version, coalesce(e.tx, s.last_tx), coalesce(e.seq, s.last_seq),

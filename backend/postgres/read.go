@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,9 +97,8 @@ func timeAt(v []byte) time.Time {
 // ReadStream reads one page of a stream in one statement that also tells a
 // missing or deleted stream from an empty page.
 func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
-	what := "read stream " + strconv.Quote(q.Stream)
 	if err := b.begin(ctx); err != nil {
-		return buf, fmt.Errorf("postgres: %s: %w", what, err)
+		return buf, err
 	}
 	sql, from := b.sql.readForward, int64(q.From)
 	if q.Direction == varve.Backward {
@@ -115,7 +112,7 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	b.requests.Add(1)
 	rows, err := b.pool.Query(ctx, sql, q.Stream, from, q.Limit)
 	if err != nil {
-		return buf, b.fail(ctx, what, err)
+		return buf, b.fail(ctx, err)
 	}
 	defer rows.Close()
 	if err := checkBinary(rows.FieldDescriptions()); err != nil {
@@ -141,13 +138,13 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		p.refs = append(p.refs, rowRefs{typ: p.addText(v[6]), data: p.addBlob(v[7]), meta: p.addBlob(v[8])})
 	}
 	if err := rows.Err(); err != nil {
-		return buf[:start], b.fail(ctx, what, err)
+		return buf[:start], b.fail(ctx, err)
 	}
 	switch {
 	case tombstoned:
-		return buf[:start], fmt.Errorf("postgres: %s: %w", what, varve.ErrStreamDeleted)
+		return buf[:start], varve.ErrStreamDeleted
 	case !found || deleted:
-		return buf[:start], fmt.Errorf("postgres: %s: %w", what, varve.ErrStreamNotFound)
+		return buf[:start], varve.ErrStreamNotFound
 	}
 	p.finish(buf[start:], false)
 	return buf, nil
@@ -157,14 +154,13 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 // and below the snapshot's xmin, so that no transaction that is still
 // running can later commit an event before the page's last position.
 func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
-	const what = "read $all"
 	if err := b.begin(ctx); err != nil {
-		return buf, fmt.Errorf("postgres: %s: %w", what, err)
+		return buf, err
 	}
 	b.requests.Add(1)
 	rows, err := b.pool.Query(ctx, b.sql.readAll, clamp(q.After.Commit), clamp(q.After.Seq), q.Limit)
 	if err != nil {
-		return buf, b.fail(ctx, what, err)
+		return buf, b.fail(ctx, err)
 	}
 	defer rows.Close()
 	if err := checkBinary(rows.FieldDescriptions()); err != nil {
@@ -183,7 +179,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		p.refs = append(p.refs, rowRefs{stream: p.addText(v[2]), typ: p.addText(v[5]), data: p.addBlob(v[6]), meta: p.addBlob(v[7])})
 	}
 	if err := rows.Err(); err != nil {
-		return buf[:start], b.fail(ctx, what, err)
+		return buf[:start], b.fail(ctx, err)
 	}
 	p.finish(buf[start:], true)
 	return buf, nil
@@ -199,9 +195,8 @@ func clamp(u uint64) int64 {
 // LastPosition returns the position of the last event below the snapshot's
 // xmin: the last one a ReadAll can return now.
 func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
-	const what = "last position"
 	if err := b.begin(ctx); err != nil {
-		return varve.Position{}, fmt.Errorf("postgres: %s: %w", what, err)
+		return varve.Position{}, err
 	}
 	var tx, seq int64
 	b.requests.Add(1)
@@ -210,7 +205,7 @@ func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
 		return varve.Start, nil
 	}
 	if err != nil {
-		return varve.Position{}, b.fail(ctx, what, err)
+		return varve.Position{}, b.fail(ctx, err)
 	}
 	return varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,26 +14,24 @@ import (
 
 // SaveSnapshot replaces the stream's snapshot.
 func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
-	what := "save snapshot of " + strconv.Quote(s.Stream)
 	if err := b.begin(ctx); err != nil {
-		return fmt.Errorf("postgres: %s: %w", what, err)
+		return err
 	}
 	if s.Version > math.MaxInt64 || s.SchemaVersion > math.MaxInt32 || s.SchemaVersion < math.MinInt32 {
-		return fmt.Errorf("postgres: %s: version %d or schema version %d out of range: %w", what, s.Version, s.SchemaVersion, varve.ErrInvalidArgument)
+		return fmt.Errorf("postgres: version %d or schema version %d out of range: %w", s.Version, s.SchemaVersion, varve.ErrInvalidArgument)
 	}
 	b.requests.Add(1)
 	_, err := b.pool.Exec(ctx, b.sql.saveSnapshot, s.Stream, int64(s.Version), int32(s.SchemaVersion), s.Data, s.TakenAt)
 	if err != nil {
-		return b.fail(ctx, what, err)
+		return b.fail(ctx, err)
 	}
 	return nil
 }
 
 // LoadSnapshot returns the stream's snapshot; ok is false if there is none.
 func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
-	what := "load snapshot of " + strconv.Quote(stream)
 	if err := b.begin(ctx); err != nil {
-		return varve.Snapshot{}, false, fmt.Errorf("postgres: %s: %w", what, err)
+		return varve.Snapshot{}, false, err
 	}
 	var (
 		version int64
@@ -48,7 +45,7 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 		return varve.Snapshot{}, false, nil
 	}
 	if err != nil {
-		return varve.Snapshot{}, false, b.fail(ctx, what, err)
+		return varve.Snapshot{}, false, b.fail(ctx, err)
 	}
 	return varve.Snapshot{Stream: stream, Version: varve.Version(version), SchemaVersion: int(schema), Data: data, TakenAt: taken}, true, nil
 }
@@ -56,22 +53,20 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 // SaveCheckpoint stores pos under name. Positions are stored as two bigints
 // holding the bits of the uint64 halves.
 func (b *Backend) SaveCheckpoint(ctx context.Context, name string, pos varve.Position) error {
-	what := "save checkpoint " + strconv.Quote(name)
 	if err := b.begin(ctx); err != nil {
-		return fmt.Errorf("postgres: %s: %w", what, err)
+		return err
 	}
 	b.requests.Add(1)
 	if _, err := b.pool.Exec(ctx, b.sql.saveCheckpoint, name, int64(pos.Commit), int64(pos.Seq)); err != nil {
-		return b.fail(ctx, what, err)
+		return b.fail(ctx, err)
 	}
 	return nil
 }
 
 // LoadCheckpoint returns the position saved under name.
 func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Position, bool, error) {
-	what := "load checkpoint " + strconv.Quote(name)
 	if err := b.begin(ctx); err != nil {
-		return varve.Position{}, false, fmt.Errorf("postgres: %s: %w", what, err)
+		return varve.Position{}, false, err
 	}
 	var commit, seq int64
 	b.requests.Add(1)
@@ -80,7 +75,7 @@ func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Positi
 		return varve.Position{}, false, nil
 	}
 	if err != nil {
-		return varve.Position{}, false, b.fail(ctx, what, err)
+		return varve.Position{}, false, b.fail(ctx, err)
 	}
 	return varve.Position{Commit: uint64(commit), Seq: uint64(seq)}, true, nil
 }

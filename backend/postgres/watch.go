@@ -9,29 +9,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/internal/notify"
 )
 
-// watchState hands out the channel that the next wake-up closes.
+// watchState is the wake-up signal of the watchers and the state of the
+// listener goroutine that the first Watch starts.
 type watchState struct {
-	mu        sync.Mutex
-	ch        chan struct{}
+	signal    notify.Broadcast
+	mu        sync.Mutex // guards the two below
 	listening bool
-}
-
-func (w *watchState) wait() chan struct{} {
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
-	return w.ch
-}
-
-func (w *watchState) wake() {
-	w.mu.Lock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
-	}
-	w.mu.Unlock()
+	stopped   bool // Close has begun: no listener starts any more
 }
 
 // channel is the LISTEN/NOTIFY channel of the backend's schema.
@@ -42,15 +31,10 @@ func (b *Backend) channel() string { return pgx.Identifier{"varve." + b.cfg.Sche
 // Config.WatchPoll without either. The first call starts a goroutine that
 // holds a LISTEN connection until Close.
 func (b *Backend) Watch() <-chan struct{} {
+	ch := b.watch.signal.Wait()
 	b.watch.mu.Lock()
 	defer b.watch.mu.Unlock()
-	ch := b.watch.wait()
-	if b.closed.Load() {
-		close(ch)
-		b.watch.ch = nil
-		return ch
-	}
-	if !b.watch.listening {
+	if !b.watch.listening && !b.watch.stopped {
 		b.watch.listening = true
 		b.wg.Add(1)
 		go b.listener()
@@ -61,7 +45,7 @@ func (b *Backend) Watch() <-chan struct{} {
 // committed wakes this process's watchers and asks the notifier to tell
 // the others.
 func (b *Backend) committed() {
-	b.watch.wake()
+	b.watch.signal.Notify()
 	if !b.cfg.NoNotify {
 		select {
 		case b.notify <- struct{}{}:
@@ -106,27 +90,29 @@ func (b *Backend) notifier() {
 	}
 }
 
+// listenBackoff spaces the listener's reconnections after a failure.
+var listenBackoff = backoff.Exponential{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
+
+// closeListenTimeout bounds the goodbye of a listener's connection.
+const closeListenTimeout = time.Second
+
 // listener holds a LISTEN connection and wakes the watchers at every
 // notification, at every Config.WatchPoll without one, and when the
 // connection fails; it reconnects with a growing pause.
 func (b *Backend) listener() {
 	defer b.wg.Done()
 	ctx := b.life
-	pause := 50 * time.Millisecond
+	failures := 0
 	for {
 		listened := b.listen(ctx)
-		b.watch.wake()
+		b.watch.signal.Notify()
 		if listened {
-			pause = 50 * time.Millisecond
+			failures = 0
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		failures++
+		if backoff.Sleep(ctx, listenBackoff.Delay(failures)) != nil {
 			return
-		case <-t.C:
 		}
-		pause = min(2*pause, 5*time.Second)
 	}
 }
 
@@ -144,7 +130,7 @@ func (b *Backend) listen(ctx context.Context) bool {
 		return false
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), closeListenTimeout)
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
@@ -155,7 +141,7 @@ func (b *Backend) listen(ctx context.Context) bool {
 		wctx, cancel := context.WithTimeout(ctx, b.cfg.WatchPoll)
 		_, err := conn.WaitForNotification(wctx)
 		cancel()
-		b.watch.wake()
+		b.watch.signal.Notify()
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:

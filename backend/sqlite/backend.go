@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/notify"
 )
 
 // Backend is the SQLite backend. It implements [varve.Backend],
@@ -19,7 +20,6 @@ type Backend struct {
 	path   string
 	memory bool
 
-	reqs    atomic.Uint64 // SQLite statements run
 	commits atomic.Uint64 // write transactions committed
 	ops     atomic.Uint64 // writes committed in them
 
@@ -32,8 +32,7 @@ type Backend struct {
 	closed  atomic.Bool
 	once    sync.Once
 
-	watchMu sync.Mutex
-	wake    chan struct{} // closed at the next commit; nil while nobody waits
+	watch notify.Broadcast // woken after each commit that wrote events
 }
 
 var (
@@ -41,7 +40,6 @@ var (
 	_ varve.SnapshotStore   = (*Backend)(nil)
 	_ varve.CheckpointStore = (*Backend)(nil)
 	_ varve.Watcher         = (*Backend)(nil)
-	_ varve.RequestCounter  = (*Backend)(nil)
 )
 
 // New opens (or creates) the database, brings its schema up to date and
@@ -72,7 +70,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 }
 
 func (b *Backend) open(ctx context.Context) (err error) {
-	b.wconn, err = openConn(b.path, "mode=rwc", &b.reqs)
+	b.wconn, err = openConn(b.path, "mode=rwc")
 	if err != nil {
 		return explain(err)
 	}
@@ -84,7 +82,7 @@ func (b *Backend) open(ctx context.Context) (err error) {
 	if err := configure(ctx, b.wconn, b.cfg, b.memory); err != nil {
 		return explain(err)
 	}
-	if err := migrate(ctx, b.wconn); err != nil {
+	if err := upgrade(ctx, b.wconn); err != nil {
 		return explain(err)
 	}
 	if b.cfg.QuickCheck {
@@ -101,7 +99,7 @@ func (b *Backend) open(ctx context.Context) (err error) {
 	}
 	busy := fmt.Sprintf("PRAGMA busy_timeout = %d", b.cfg.BusyTimeout.Milliseconds())
 	b.reads = newPool(b.cfg.ReadConns, func() (*conn, error) {
-		c, err := openConn(b.path, "mode=ro", &b.reqs)
+		c, err := openConn(b.path, "mode=ro")
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: open a read connection to %s: %w", b.path, explain(err))
 		}
@@ -140,15 +138,8 @@ func (b *Backend) Features() varve.Features {
 		Name:           "sqlite",
 		Durable:        !b.memory,
 		UniqueEventIDs: true,
-		Snapshots:      true,
-		Checkpoints:    true,
-		Watch:          true,
 	}
 }
-
-// Requests implements [varve.RequestCounter]: the number of SQLite
-// statements run, reads and writes, including BEGIN and COMMIT.
-func (b *Backend) Requests() uint64 { return b.reqs.Load() }
 
 // Stats describes the group commits so far.
 type Stats struct {
@@ -166,29 +157,7 @@ func (b *Backend) Stats() Stats {
 
 // Watch implements [varve.Watcher]: the channel is closed after the next
 // commit that wrote events, and at once on a closed backend.
-func (b *Backend) Watch() <-chan struct{} {
-	b.watchMu.Lock()
-	defer b.watchMu.Unlock()
-	if b.wake == nil {
-		b.wake = make(chan struct{})
-		if b.closed.Load() {
-			close(b.wake)
-			ch := b.wake
-			b.wake = nil
-			return ch
-		}
-	}
-	return b.wake
-}
-
-func (b *Backend) notify() {
-	b.watchMu.Lock()
-	if b.wake != nil {
-		close(b.wake)
-		b.wake = nil
-	}
-	b.watchMu.Unlock()
-}
+func (b *Backend) Watch() <-chan struct{} { return b.watch.Wait() }
 
 // Close stops the writer, failing the writes still queued with
 // [varve.ErrClosed], and closes the connections. It is idempotent.
@@ -205,7 +174,7 @@ func (b *Backend) Close() error {
 		if e := errors.Join(errs...); e != nil {
 			err = fmt.Errorf("sqlite: close %s: %w", b.path, e)
 		}
-		b.notify()
+		b.watch.Close()
 	})
 	return err
 }

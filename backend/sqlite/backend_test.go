@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -47,12 +48,31 @@ func TestConformance(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
-				return open(t, tc.cfg(t))
-			}})
+			var configs sync.Map // *sqlite.Backend -> sqlite.Config
+			backendtest.Run(t, backendtest.Factory{
+				New: func(t testing.TB) varve.Backend {
+					cfg := tc.cfg(t)
+					b := open(t, cfg)
+					configs.Store(b, cfg)
+					return b
+				},
+				Reopen: func(t testing.TB, b varve.Backend) varve.Backend {
+					cfg, _ := configs.Load(b)
+					if cfg.(sqlite.Config).Path == sqlite.Memory {
+						return handle{b.(*sqlite.Backend)}
+					}
+					return open(t, cfg.(sqlite.Config))
+				},
+			})
 		})
 	}
 }
+
+// handle is another opening of an in-memory database, which lives in its
+// Backend: a second handle on it, whose Close leaves it open.
+type handle struct{ *sqlite.Backend }
+
+func (handle) Close() error { return nil }
 
 // The shared suite: the same workloads as every other backend, on a file
 // database with the default (FULL) durability.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,8 +34,7 @@ func benchEvents(n int) []varve.Event {
 // baseline opens a database with the backend's pragmas and a plain table.
 func baseline(b *testing.B, sync Synchronous) *conn {
 	b.Helper()
-	var reqs atomic.Uint64
-	c, err := openConn(filepath.Join(b.TempDir(), "baseline.db"), "mode=rwc", &reqs)
+	c, err := openConn(filepath.Join(b.TempDir(), "baseline.db"), "mode=rwc")
 	if err != nil {
 		b.Fatal(err)
 	}

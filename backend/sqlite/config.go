@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/redact"
 )
 
 // Memory is the Path of an in-memory database.
@@ -126,11 +127,11 @@ func (c Config) withDefaults() (Config, error) {
 func ParseURL(raw string) (Config, error) {
 	var cfg Config
 	fail := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("sqlite: parse URL %q: %s: %w", raw, fmt.Sprintf(format, args...), varve.ErrInvalidArgument)
+		return Config{}, fmt.Errorf("sqlite: parse URL %s: %s: %w", redact.URL(raw), fmt.Sprintf(format, args...), varve.ErrInvalidArgument)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fail("%v", err)
+		return fail("not a URL") // url.Parse's error holds the whole URL
 	}
 	if u.Scheme != "sqlite" {
 		return fail("scheme %q, want sqlite", u.Scheme)
@@ -155,7 +156,11 @@ func ParseURL(raw string) (Config, error) {
 	if cfg.Path == "" {
 		return fail("no path")
 	}
-	for key, vals := range u.Query() {
+	query, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fail("malformed query string")
+	}
+	for key, vals := range query {
 		if len(vals) != 1 {
 			return fail("parameter %s given %d times", key, len(vals))
 		}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ func TestParseURL(t *testing.T) {
 		{"sqlite:///tmp/e.db?read_conns=-1", sqlite.Config{}, false},
 		{"sqlite:///tmp/e.db?journal=delete", sqlite.Config{}, false},
 		{"sqlite:///tmp/e.db?max_size=1&max_size=2", sqlite.Config{}, false},
+		{"sqlite:///tmp/e.db?synchronous=normal;drop", sqlite.Config{}, false},
+		{"sqlite:///tmp/e.db?read_conns=%zz", sqlite.Config{}, false},
+		{"sqlite://u:pa55word@/tmp/e.db", sqlite.Config{}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {
@@ -39,6 +43,9 @@ func TestParseURL(t *testing.T) {
 			if !tc.ok {
 				if !errors.Is(err, varve.ErrInvalidArgument) {
 					t.Fatalf("got %+v, %v; want an ErrInvalidArgument", got, err)
+				}
+				if strings.Contains(err.Error(), "pa55word") {
+					t.Fatalf("error shows the password: %v", err)
 				}
 				return
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"sync/atomic"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -20,7 +19,6 @@ import (
 type conn struct {
 	raw   driver.Conn
 	stmts map[string]*stmt
-	reqs  *atomic.Uint64
 	dest  []driver.Value
 }
 
@@ -35,7 +33,7 @@ var drv msqlite.Driver
 
 // openConn opens path (an absolute file path or Memory) with SQLite URI
 // parameters params, such as mode=ro.
-func openConn(path, params string, reqs *atomic.Uint64) (*conn, error) {
+func openConn(path, params string) (*conn, error) {
 	name := path
 	if path != Memory {
 		u := url.URL{Scheme: "file", Path: path, RawQuery: params}
@@ -45,7 +43,7 @@ func openConn(path, params string, reqs *atomic.Uint64) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{raw: raw, stmts: map[string]*stmt{}, reqs: reqs, dest: make([]driver.Value, 16)}, nil
+	return &conn{raw: raw, stmts: map[string]*stmt{}, dest: make([]driver.Value, 16)}, nil
 }
 
 func (c *conn) close() error {
@@ -91,7 +89,6 @@ func (c *conn) exec(ctx context.Context, q string, args ...driver.Value) (driver
 	if err != nil {
 		return nil, err
 	}
-	c.reqs.Add(1)
 	res, err := s.exec.ExecContext(ctx, s.bind(args))
 	clear(s.args)
 	return res, err
@@ -104,7 +101,6 @@ func (c *conn) query(ctx context.Context, q string, row func([]driver.Value) err
 	if err != nil {
 		return err
 	}
-	c.reqs.Add(1)
 	rows, err := s.query.QueryContext(ctx, s.bind(args))
 	clear(s.args)
 	if err != nil {

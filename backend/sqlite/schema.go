@@ -5,11 +5,10 @@ import (
 	"database/sql/driver"
 	"embed"
 	"fmt"
-	"io/fs"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/varve-go/varve/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -18,33 +17,8 @@ var migrationFiles embed.FS
 // applicationID marks a SQLite file as a varve database ('varv').
 const applicationID = 0x76617276
 
-type migration struct {
-	version int64
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		num, _, _ := strings.Cut(base, "_")
-		v, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("migration file %s: no version number: %w", name, err)
-		}
-		text, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(text)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return int(a.version - b.version) })
-	return ms, nil
+func migrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrationFiles, "migrations")
 }
 
 // configure checks that the file is empty or a varve database, then sets
@@ -58,7 +32,7 @@ func configure(ctx context.Context, c *conn, cfg Config, memory bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := checkIdentity(ctx, c, ms[len(ms)-1].version); err != nil {
+	if _, err := checkIdentity(ctx, c, ms[len(ms)-1].Version); err != nil {
 		return err
 	}
 	if !memory {
@@ -120,14 +94,14 @@ func checkIdentity(ctx context.Context, c *conn, latest int64) (version int64, e
 	return version, nil
 }
 
-// migrate brings the schema up to date. It refuses a SQLite file of another
+// upgrade brings the schema up to date. It refuses a SQLite file of another
 // application and a schema newer than this code.
-func migrate(ctx context.Context, c *conn) (err error) {
+func upgrade(ctx context.Context, c *conn) (err error) {
 	ms, err := migrations()
 	if err != nil {
 		return err
 	}
-	latest := ms[len(ms)-1].version
+	latest := ms[len(ms)-1].Version
 	if _, err := c.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -141,14 +115,14 @@ func migrate(ctx context.Context, c *conn) (err error) {
 		return err
 	}
 	for _, m := range ms {
-		if m.version <= version {
+		if m.Version <= version {
 			continue
 		}
-		if _, err := c.exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+		if _, err := c.exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
-		if _, err := c.exec(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
-			return fmt.Errorf("migration %s: set user_version: %w", m.name, err)
+		if _, err := c.exec(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+			return fmt.Errorf("migration %s: set user_version: %w", m.Name, err)
 		}
 	}
 	if _, err := c.exec(ctx, "COMMIT"); err != nil {

@@ -226,7 +226,7 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 		close(o.done)
 	}
 	if wrote {
-		b.notify()
+		b.watch.Notify()
 	}
 	return nil
 }

@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/varve-go/varve"
+)
+
+// SQLSTATEs raised by the schema's functions.
+const (
+	codeWrongVersion = "VV001"
+	codeDuplicate    = "VV002"
+	codeTombstoned   = "VV003"
+	codeNotFound     = "VV004"
+	codeChanged      = "VV005" // the stream's row changed under a compare-and-set
+	codeUnique       = "23505"
+	codeDeadlock     = "40P01"
+)
+
+// fail turns an error of a statement into what the seam promises: the
+// context's error when it ended, ErrClosed after Close, ErrInvalidArgument
+// when the server refused the request's bytes or sizes; otherwise the
+// server's or the driver's words. The Store names the operation and the
+// stream.
+func (b *Backend) fail(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if b.closed.Load() {
+		return varve.ErrClosed
+	}
+	if refusedInput(err) {
+		return fmt.Errorf("postgres: %w: %w", err, varve.ErrInvalidArgument)
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// refusedInput reports whether err says that the request's data broke one
+// of PostgreSQL's rules or limits rather than that something failed: text
+// that is not valid in the database's encoding (a NUL, SQLSTATE 22021,
+// 22P05), a value over a limit (class 54: an index row too large, ...), or
+// a message over the protocol's 1 GiB (pgx refuses to send it).
+func refusedInput(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "22021" || pg.Code == "22P05" || strings.HasPrefix(pg.Code, "54")
+	}
+	return strings.Contains(err.Error(), "message body too large")
+}
+
+// mapError turns the errors raised by the schema's functions into varve's
+// sentinels, which carry no words of this backend's.
+func (b *Backend) mapError(ctx context.Context, stream string, expected varve.ExpectedVersion, err error) error {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch {
+		case pg.Code == codeWrongVersion:
+			actual, perr := strconv.ParseUint(pg.Detail, 10, 64)
+			if perr != nil {
+				return fmt.Errorf("postgres: version conflict without a version (detail %q): %w", pg.Detail, err)
+			}
+			return &varve.WrongExpectedVersionError{Stream: stream, Expected: expected, Actual: actual}
+		case pg.Code == codeDuplicate, pg.Code == codeUnique && pg.ConstraintName == "events_stream_id":
+			return varve.ErrDuplicateEvent
+		case pg.Code == codeTombstoned:
+			return varve.ErrStreamDeleted
+		case pg.Code == codeNotFound:
+			return varve.ErrStreamNotFound
+		}
+	}
+	return b.fail(ctx, err)
+}
+
+// isRace reports whether err says that another writer changed the
+// stream's row under the statement (VV005), created the stream first (a
+// unique violation of its row or of a version) or deadlocked with it: the
+// statement can be run again.
+func isRace(err error) bool {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return false
+	}
+	return pg.Code == codeDeadlock || pg.Code == codeChanged ||
+		pg.Code == codeUnique && (pg.ConstraintName == "streams_pkey" || pg.ConstraintName == "events_stream_version")
+}

@@ -1,0 +1,6 @@
+package postgres
+
+// UseXminHorizon makes b read $all below the xmin of the whole server, as
+// schemas before migration 5 are read: the baseline of the horizon
+// benchmarks.
+func UseXminHorizon(b *Backend) { b.sql = newQueries(b.schema, xminHorizon) }

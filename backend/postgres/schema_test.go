@@ -1,0 +1,226 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/postgres"
+)
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// TestSchemaNames: schema names that break out of SQL literals and quotes
+// (issue 13's three payloads among them) are each a schema of that exact
+// name, whose appends take positions from its own sequence and run nothing
+// the name holds. The suffix keeps parallel runs apart and leaves the
+// payloads intact.
+func TestSchemaNames(t *testing.T) {
+	sfx := "_" + randomSuffix()
+	// The payload a'||'b once made appends draw from the sequence of the
+	// schema "ab": make sure that one exists.
+	sibling := open(t, config(t, "ab"+sfx))
+	secret, _ := os.ReadFile("/etc/hostname") // what pg_read_file would show
+	for _, name := range []string{
+		"o'brien",
+		"x'||pg_read_file('/etc/hostname')||'",
+		"a'||'b",
+		"with space",
+		"MixedCase",
+		`quo"te`,
+		"ünïcødé",
+		"dollar$$body",
+		"$varve0$",
+		"new\nline",
+		`back\slash`,
+		"*/ -- x",
+		"semi;colon",
+	} {
+		t.Run(name, func(t *testing.T) {
+			schema := name + sfx
+			ctx := context.Background()
+			b, err := postgres.New(ctx, config(t, schema))
+			if err != nil {
+				if errors.Is(err, varve.ErrInvalidArgument) {
+					t.Fatalf("schema %q refused: %v", schema, err) // none of these needs to be
+				}
+				t.Fatalf("open schema %q: %v", schema, err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			if b.Schema() != (pgx.Identifier{schema}).Sanitize() {
+				t.Fatalf("Schema() = %s", b.Schema())
+			}
+			var n int
+			if err := b.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("%d schemas named %q (%v)", n, schema, err)
+			}
+			// The sequence default is nextval of a constant, the schema's
+			// own sequence (a default that names it by a constant depends
+			// on it).
+			var def string
+			var deps int
+			err = b.Pool().QueryRow(ctx, `SELECT pg_get_expr(d.adbin, d.adrelid),
+				(SELECT count(*) FROM pg_depend p WHERE p.classid = 'pg_attrdef'::regclass AND p.objid = d.oid
+					AND p.refclassid = 'pg_class'::regclass AND p.refobjid = format('%I.event_seq', $1::text)::regclass)
+				FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+				WHERE d.adrelid = format('%I.events', $1::text)::regclass AND a.attname = 'seq'`, schema).Scan(&def, &deps)
+			if err != nil || deps != 1 || !strings.HasPrefix(def, "nextval('") || !strings.HasSuffix(def, "'::regclass)") {
+				t.Fatalf("default of events.seq is %s, depending %d times on the schema's sequence (%v)", def, deps, err)
+			}
+			var siblingSeq int64
+			if err := b.Pool().QueryRow(ctx, "SELECT last_value FROM "+sibling.Schema()+".event_seq").Scan(&siblingSeq); err != nil {
+				t.Fatal(err)
+			}
+			s, err := varve.New(b, varve.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The fast path, then the append function (a deleted stream).
+			var last varve.Position
+			for i, exp := range []varve.ExpectedVersion{varve.NoStream, varve.Exact(2), varve.NoStream} {
+				if i == 2 {
+					if err := s.Delete(ctx, "s", varve.Any); err != nil {
+						t.Fatal(err)
+					}
+				}
+				res, err := s.Append(ctx, "s", exp, varve.Event{Type: "E"}, varve.Event{Type: "E"})
+				if err != nil {
+					if len(secret) > 0 && strings.Contains(err.Error(), strings.TrimSpace(string(secret))) {
+						t.Fatalf("an append's error shows the content of /etc/hostname: %v", err)
+					}
+					t.Fatalf("append %d: %v", i, err)
+				}
+				last = res.Position
+			}
+			var own, siblingAfter int64
+			if err := b.Pool().QueryRow(ctx, "SELECT last_value FROM "+b.Schema()+".event_seq").Scan(&own); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Pool().QueryRow(ctx, "SELECT last_value FROM "+sibling.Schema()+".event_seq").Scan(&siblingAfter); err != nil {
+				t.Fatal(err)
+			}
+			if uint64(own) != last.Seq || siblingAfter != siblingSeq {
+				t.Fatalf("the last append has seq %d, the schema's sequence is at %d, the sibling's moved from %d to %d",
+					last.Seq, own, siblingSeq, siblingAfter)
+			}
+			waitForPosition(t, b, last)
+			var got []string
+			for e, err := range s.ReadAll(ctx, varve.Start) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%s@%d", e.Stream, e.Version))
+			}
+			if fmt.Sprint(got) != "[s@1 s@2]" {
+				t.Fatalf("$all of schema %q: %v", schema, got)
+			}
+			if err := s.Checkpoints().Save(ctx, "c", last); err != nil {
+				t.Fatal(err)
+			}
+			if pos, ok, err := s.Checkpoints().Load(ctx, "c"); err != nil || !ok || pos != last {
+				t.Fatalf("checkpoint: %v %v %v", pos, ok, err)
+			}
+		})
+	}
+}
+
+// waitForPosition waits until $all of b reaches pos: other sessions on the
+// server may hold its horizon back for a while.
+func waitForPosition(t testing.TB, b *postgres.Backend, pos varve.Position) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		last, err := b.LastPosition(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !last.Less(pos) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("$all still at %s after 30s, waiting for %s", last, pos)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRepairInjectedSchema: a schema that the loader before migration 4
+// created under a name that broke out of its literals (the column default
+// and the append function then called pg_read_file or another schema's
+// sequence) is repaired when it is opened: its appends take positions from
+// its own sequence, by the fast path and by the append function.
+func TestRepairInjectedSchema(t *testing.T) {
+	sfx := "_" + randomSuffix()
+	sibling := open(t, config(t, "ab"+sfx))
+	ctx := context.Background()
+	for _, name := range []string{"x'||pg_read_file('/etc/hostname')||'", "a'||'b"} {
+		t.Run(name, func(t *testing.T) {
+			schema := name + sfx
+			cfg := config(t, schema)
+			ident := pgx.Identifier{schema}.Sanitize()
+			conn := testConn(t, cfg.ConnString)
+			// What the old loader did: paste the quoted name anywhere.
+			_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]s;
+				CREATE TABLE %[1]s.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`, ident))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, _ := os.ReadDir("migrations")
+			for i, f := range files[:3] {
+				body, err := os.ReadFile("migrations/" + f.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				sql := strings.NewReplacer("__SCHEMA__", ident, "__SEED__", "1").Replace(string(body))
+				if _, err := conn.Exec(ctx, sql); err != nil {
+					t.Fatalf("old migration %s: %v", f.Name(), err)
+				}
+				if _, err := conn.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name) VALUES ($1, $2)", i+1, f.Name()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := open(t, cfg)
+			s, err := varve.New(b, varve.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before int64
+			if err := conn.QueryRow(ctx, "SELECT last_value FROM "+sibling.Schema()+".event_seq").Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Append(ctx, "s", varve.NoStream, varve.Event{Type: "E"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, "s", varve.Any); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Append(ctx, "s", varve.NoStream, varve.Event{Type: "E"}) // the append function
+			if err != nil {
+				t.Fatal(err)
+			}
+			var own, after int64
+			if err := conn.QueryRow(ctx, "SELECT last_value FROM "+ident+".event_seq").Scan(&own); err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.QueryRow(ctx, "SELECT last_value FROM "+sibling.Schema()+".event_seq").Scan(&after); err != nil {
+				t.Fatal(err)
+			}
+			if uint64(own) != res.Position.Seq || own != 2 || after != before {
+				t.Fatalf("appends took seq %d, the schema's sequence is at %d (want 2), the sibling's moved from %d to %d", res.Position.Seq, own, before, after)
+			}
+		})
+	}
+}
