@@ -23,7 +23,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/delivery"
-	"github.com/varve-go/varve/lab"
+	"github.com/varve-go/varve/open"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -130,7 +130,7 @@ func TestCrash(t *testing.T) {
 			fill(t, want, "crash", cfg.Streams, cfg.Events, cfg.Seed)
 		}
 	} else {
-		want, err = lab.Open(context.Background(), cfg.Store)
+		want, err = open.Store(context.Background(), cfg.Store, varve.Config{})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	store, err := lab.Open(ctx, cfg.Store)
+	store, err := open.Store(ctx, cfg.Store, varve.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

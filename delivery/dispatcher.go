@@ -1,18 +1,18 @@
 package delivery
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/internal/notify"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -80,6 +80,20 @@ const (
 	// per worker, at least 1,024.
 	DefaultWindowPerWorker = 64
 )
+
+// Timeouts and back-offs that are not configuration.
+const (
+	// finalSaveTimeout bounds the save of the checkpoint when Run returns,
+	// which runs after Run's context ended.
+	finalSaveTimeout = 10 * time.Second
+	// minSaveTimeout is the least time a periodic checkpoint save gets; it
+	// gets CheckpointInterval when that is longer.
+	minSaveTimeout = 5 * time.Second
+)
+
+// readBackoff spaces the reads of the subscription after a failed one
+// (one that Run does not give up on: not a closed store).
+var readBackoff = backoff.Exponential{Initial: 10 * time.Millisecond, Max: 5 * time.Second}
 
 // Config configures a [Dispatcher]. The zero value gives the defaults.
 type Config struct {
@@ -168,16 +182,8 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // backoff returns the delay after the attempt-th failed attempt.
-func (r RetryPolicy) backoff(attempt int, rnd *rand.Rand) time.Duration {
-	d := r.InitialBackoff
-	for i := 1; i < attempt && d < r.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, r.MaxBackoff)
-	if r.Jitter > 0 {
-		d -= time.Duration(rnd.Float64() * r.Jitter * float64(d))
-	}
-	return d
+func (r RetryPolicy) backoff(attempt int) time.Duration {
+	return backoff.Exponential{Initial: r.InitialBackoff, Max: r.MaxBackoff, Jitter: r.Jitter}.Delay(attempt)
 }
 
 // Stats are a dispatcher's counters.
@@ -223,7 +229,7 @@ type Dispatcher struct {
 	mu         sync.Mutex
 	checkpoint varve.Position
 	saved      varve.Position
-	advanced   chan struct{} // closed when the checkpoint moves; nil when nobody waits
+	advanced   notify.Broadcast // the checkpoint moved
 }
 
 // New returns a dispatcher of the subscription's events to sink. It starts
@@ -266,16 +272,13 @@ func (d *Dispatcher) Stats() Stats {
 // checkpoint in memory reached pos), ctx ends, or Run returns.
 func (d *Dispatcher) WaitFor(ctx context.Context, pos varve.Position) error {
 	for {
+		ch := d.advanced.Wait() // before the check, so that no move is missed
 		d.mu.Lock()
-		if !d.checkpoint.Less(pos) {
-			d.mu.Unlock()
+		reached := !d.checkpoint.Less(pos)
+		d.mu.Unlock()
+		if reached {
 			return nil
 		}
-		if d.advanced == nil {
-			d.advanced = make(chan struct{})
-		}
-		ch := d.advanced
-		d.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -295,11 +298,8 @@ func (d *Dispatcher) WaitFor(ctx context.Context, pos varve.Position) error {
 func (d *Dispatcher) publish(cp varve.Position) {
 	d.mu.Lock()
 	d.checkpoint = cp
-	if d.advanced != nil {
-		close(d.advanced)
-		d.advanced = nil
-	}
 	d.mu.Unlock()
+	d.advanced.Notify()
 }
 
 // flush saves the checkpoint if it moved since the last save.
@@ -337,7 +337,7 @@ type unblock struct {
 
 // Run reads the subscription and delivers its events until ctx ends, then
 // waits for the deliveries in flight (up to DrainTimeout), saves the
-// checkpoint and returns nil. It returns an error when the subscription
+// checkpoint (for up to 10s) and returns nil. It returns an error when the subscription
 // cannot be read any more (the store was closed, say), also after saving
 // the checkpoint. Run may be called once.
 func (d *Dispatcher) Run(ctx context.Context) error {
@@ -346,10 +346,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	defer close(d.stopped)
 	c := &coordinator{d: d, streams: map[string]*streamQueue{}, lastRead: d.sub.Position(), published: d.sub.Position(),
-		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+		ready: newMinHeap(readyFirst), retries: newMinHeap(dueFirst)}
 	parkedSt := newParkedState()
 	if err := d.parked.load(ctx, parkedSt); err != nil {
-		return fmt.Errorf("delivery: start %q: %w", d.sub.Name(), err)
+		return fmt.Errorf("delivery: start: %w", err)
 	}
 	if d.cfg.Ordering == PerStream {
 		for stream := range parkedSt.perStream {
@@ -394,7 +394,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	workers.Wait()
 	close(maintStop)
 	maint.Wait()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
 	defer cancel()
 	if ferr := d.flush(fctx); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("delivery: final checkpoint: %w", ferr))
@@ -407,7 +407,7 @@ func (d *Dispatcher) reader(ctx context.Context, feed chan<- feedBatch, readErr 
 	var seq uint64
 	prev := d.sub.Position()
 	own := d.parked.Stream()
-	backoff := 10 * time.Millisecond
+	failures := 0
 	for {
 		b, err := d.sub.Next(ctx)
 		if err != nil {
@@ -418,21 +418,22 @@ func (d *Dispatcher) reader(ctx context.Context, feed chan<- feedBatch, readErr 
 				readErr <- err
 				return
 			}
-			d.log.Warn("delivery: read failed, retrying", "err", err, "in", backoff)
-			if sleep(ctx, backoff) != nil {
+			failures++
+			wait := readBackoff.Delay(failures)
+			d.log.Warn("delivery: read failed, retrying", "err", err, "in", wait)
+			if backoff.Sleep(ctx, wait) != nil {
 				return
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		failures = 0
 		items := make([]*item, 0, len(b.Events))
 		for i := range b.Events {
 			if b.Events[i].Stream == own {
 				prev = b.Events[i].Position
 				continue // never deliver our own parked records (SystemStreams)
 			}
-			items = append(items, &item{ev: b.Events[i], seq: seq, prev: prev, readyIdx: -1, retryIdx: -1})
+			items = append(items, &item{ev: b.Events[i], seq: seq, prev: prev})
 			seq++
 			prev = b.Events[i].Position
 		}
@@ -442,17 +443,6 @@ func (d *Dispatcher) reader(ctx context.Context, feed chan<- feedBatch, readErr 
 		case <-ctx.Done():
 			return
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -510,7 +500,7 @@ func (d *Dispatcher) maintain(ctx context.Context, st *parkedState, ws []*worker
 				w.expire(now.Add(-d.cfg.AttemptTimeout), timeout)
 			}
 		case <-cpTick.C:
-			sctx, cancel := context.WithTimeout(ctx, max(d.cfg.CheckpointInterval, 5*time.Second))
+			sctx, cancel := context.WithTimeout(ctx, max(d.cfg.CheckpointInterval, minSaveTimeout))
 			if err := d.flush(sctx); err != nil {
 				d.log.Warn("delivery: save checkpoint failed, retrying at the next tick", "err", err)
 			}
@@ -521,7 +511,7 @@ func (d *Dispatcher) maintain(ctx context.Context, st *parkedState, ws []*worker
 			}
 			st.touched = map[string]bool{}
 			if err := d.parked.load(ctx, st); err != nil {
-				d.log.Warn("delivery: read parked events failed", "err", err)
+				d.log.Warn("delivery: poll of the parked stream failed", "err", err)
 				continue
 			}
 			for stream := range st.touched {
@@ -551,15 +541,14 @@ type channels struct {
 type coordinator struct {
 	d       *Dispatcher
 	streams map[string]*streamQueue
-	ready   readyHeap
-	retries retryHeap
+	ready   minHeap[*item] // may start now, by read order
+	retries minHeap[*item] // wait for a retry, by due time
 
 	oldest, newest *item // pending items in read order
 	pending        int
 	inFlight       int
 	lastRead       varve.Position
 	published      varve.Position
-	rnd            *rand.Rand
 }
 
 func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDelivering context.CancelFunc) error {
@@ -586,11 +575,12 @@ func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDe
 		}
 		var work chan<- job
 		var next job
-		if !stopping && len(c.ready) > 0 {
-			work, next = ch.work, job{it: c.ready[0], attempt: c.ready[0].attempts + 1}
+		if !stopping && c.ready.Len() > 0 {
+			it := c.ready.Top()
+			work, next = ch.work, job{it: it, attempt: it.attempts + 1}
 		}
 		var retryC <-chan time.Time
-		if len(c.retries) > 0 && !stopping {
+		if c.retries.Len() > 0 && !stopping {
 			retryC = timer.C
 		}
 		select {
@@ -601,7 +591,7 @@ func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDe
 			c.lastRead = b.through
 			c.advance()
 		case work <- next:
-			heap.Pop(&c.ready)
+			c.ready.Pop()
 			if it := next.it; !it.park {
 				it.attempts = next.attempt
 				if it.attempts == 1 {
@@ -617,13 +607,13 @@ func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDe
 			c.handle(r, stopping)
 		case <-retryC:
 			now := time.Now()
-			for len(c.retries) > 0 && !c.retries[0].due.After(now) {
-				heap.Push(&c.ready, heap.Pop(&c.retries))
+			for c.retries.Len() > 0 && !c.retries.Top().due.After(now) {
+				c.ready.Push(c.retries.Pop())
 			}
 		case u := <-ch.unblock:
 			c.unblock(u)
 		case err := <-ch.readErr:
-			fatal = fmt.Errorf("delivery: %q stopped: %w", c.d.sub.Name(), err)
+			fatal = fmt.Errorf("delivery: stopped: %w", err)
 			stop()
 		case <-done:
 			stop()
@@ -631,8 +621,8 @@ func (c *coordinator) loop(ctx context.Context, ch channels, stopReading, stopDe
 			drain = nil
 			stopDelivering()
 		}
-		if len(c.retries) > 0 {
-			timer.Reset(time.Until(c.retries[0].due))
+		if c.retries.Len() > 0 {
+			timer.Reset(time.Until(c.retries.Top().due))
 		}
 	}
 }
@@ -649,7 +639,7 @@ func (c *coordinator) add(it *item) {
 	c.d.pending.Store(int64(c.pending))
 	c.d.read.Add(1)
 	if c.d.cfg.Ordering == Unordered {
-		heap.Push(&c.ready, it)
+		c.ready.Push(it)
 		return
 	}
 	q := c.streams[it.ev.Stream]
@@ -681,7 +671,7 @@ func (c *coordinator) startNext(q *streamQueue) {
 		c.toPark(it, ReasonStreamParked)
 		return
 	}
-	heap.Push(&c.ready, it)
+	c.ready.Push(it)
 }
 
 func (c *coordinator) toPark(it *item, reason string) {
@@ -694,7 +684,7 @@ func (c *coordinator) toPark(it *item, reason string) {
 	if it.lastErr != nil {
 		it.record.Error = it.lastErr.Error()
 	}
-	heap.Push(&c.ready, it)
+	c.ready.Push(it)
 }
 
 func (c *coordinator) handle(r result, stopping bool) {
@@ -725,7 +715,7 @@ func (c *coordinator) handle(r result, stopping bool) {
 	case it.park:
 		// The store failed to keep the record: try again, never drop it.
 		c.d.log.Warn("delivery: parking failed, retrying", "stream", it.ev.Stream, "version", it.ev.Version, "err", r.err)
-		c.retryAt(it, time.Now().Add(c.d.cfg.Retry.backoff(2, c.rnd)))
+		c.retryAt(it, time.Now().Add(c.d.cfg.Retry.backoff(2)))
 	default:
 		it.lastErr = r.err
 		if IsPermanent(r.err) {
@@ -733,7 +723,7 @@ func (c *coordinator) handle(r result, stopping bool) {
 			return
 		}
 		pol := c.d.cfg.Retry
-		delay := pol.backoff(it.attempts, c.rnd)
+		delay := pol.backoff(it.attempts)
 		if after := retryAfter(r.err); after > 0 {
 			delay = after
 		}
@@ -751,7 +741,7 @@ func (c *coordinator) handle(r result, stopping bool) {
 
 func (c *coordinator) retryAt(it *item, due time.Time) {
 	it.due = due
-	heap.Push(&c.retries, it)
+	c.retries.Push(it)
 }
 
 // done retires a delivered or parked item.

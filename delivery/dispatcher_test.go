@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -17,92 +15,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/varve-go/varve"
-	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/delivery"
-	"github.com/varve-go/varve/subscription"
+	"github.com/varve-go/varve/delivery/internal/deliverytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func newStore(t testing.TB) *varve.Store {
-	t.Helper()
-	s, err := varve.New(memory.New(), varve.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// fill appends n events to streams prefix-0..prefix-(streams-1), picked at
-// random, in commits of 1..3 events, and returns the last position.
-func fill(t testing.TB, s *varve.Store, prefix string, streams, n int, seed uint64) varve.Position {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 0))
-	var last varve.Position
-	for n > 0 {
-		k := min(n, 1+rng.IntN(3))
-		evs := make([]varve.Event, k)
-		for i := range evs {
-			evs[i] = varve.Event{Type: "Tested", Data: []byte(`{}`)}
-		}
-		res, err := s.Append(context.Background(), fmt.Sprintf("%s-%d", prefix, rng.IntN(streams)), varve.Any, evs...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, n = res.Position, n-k
-	}
-	return last
-}
-
-type running struct {
-	d      *delivery.Dispatcher
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func start(t testing.TB, s *varve.Store, name string, sink delivery.Sink, cfg delivery.Config) *running {
-	t.Helper()
-	sub, err := subscription.Open(context.Background(), s, subscription.Config{Name: name, PageSize: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
-	}
-	d, err := delivery.New(sub, sink, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- d.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-func (r *running) wait(t testing.TB, pos varve.Position) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := r.d.WaitFor(ctx, pos); err != nil {
-		t.Fatalf("wait for checkpoint %v: %v (stats %+v)", pos, err, r.d.Stats())
-	}
-}
-
-func (r *running) stop(t testing.TB) {
-	t.Helper()
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	r.cancel = nil
-	if err := <-r.done; err != nil {
-		t.Errorf("run: %v", err)
-	}
-}
+var (
+	quiet    = deliverytest.Quiet
+	newStore = deliverytest.NewStore
+	fill     = deliverytest.Fill
+	start    = deliverytest.Start
+)
 
 // recorder is a sink that records successful deliveries per stream and
 // checks that a stream never has two deliveries in flight.
@@ -232,11 +156,11 @@ func testOrder(t *testing.T, open opener) {
 				Concurrency: tc.concurrency, Ordering: tc.ordering, Window: tc.window,
 				Retry: delivery.RetryPolicy{MaxAttempts: -1, MaxAge: time.Minute, InitialBackoff: 200 * time.Microsecond, MaxBackoff: 2 * time.Millisecond},
 			})
-			r.wait(t, end)
-			r.stop(t)
+			r.Wait(t, end)
+			r.Stop(t)
 
 			want := versions(t, s, isSystem)
-			st := r.d.Stats()
+			st := r.D.Stats()
 			if st.Parked != 0 || st.Delivered != 1500 || st.Retries == 0 {
 				t.Fatalf("stats %+v: want 1500 delivered, none parked, some retries", st)
 			}
@@ -275,7 +199,7 @@ func testPoison(t *testing.T, open opener) {
 		Concurrency: 16, ParkedPollInterval: 5 * time.Millisecond, CheckpointInterval: 5 * time.Millisecond,
 		Retry: delivery.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond},
 	}
-	run := func(poisoned bool) (time.Duration, *recorder, *varve.Store, *running, varve.Position) {
+	run := func(poisoned bool) (time.Duration, *recorder, *varve.Store, *deliverytest.Running, varve.Position) {
 		s := open(t, varve.Config{})
 		end := fill(t, s, "flow", streams, n, 11)
 		rec := newRecorder(true)
@@ -289,11 +213,11 @@ func testPoison(t *testing.T, open opener) {
 		}
 		began := time.Now()
 		r := start(t, s, "poison", rec, cfg)
-		r.wait(t, end)
+		r.Wait(t, end)
 		return time.Since(began), rec, s, r, end
 	}
 	clean, _, _, cr, _ := run(false)
-	cr.stop(t)
+	cr.Stop(t)
 	poisoned, rec, s, r, end := run(true)
 	t.Logf("elapsed without poison %v, with %v (ratio %.2f)", clean, poisoned, poisoned.Seconds()/clean.Seconds())
 
@@ -302,7 +226,7 @@ func testPoison(t *testing.T, open opener) {
 	if len(poison) < 2 {
 		t.Fatalf("poison stream has %d events; the test needs at least 2", len(poison))
 	}
-	st := r.d.Stats()
+	st := r.D.Stats()
 	if st.Parked != uint64(len(poison)) || st.Delivered != uint64(n-len(poison)) {
 		t.Fatalf("stats %+v, want %d parked and %d delivered", st, len(poison), n-len(poison))
 	}
@@ -313,7 +237,7 @@ func testPoison(t *testing.T, open opener) {
 		}
 	}
 	rec.mu.Unlock()
-	parked, err := r.d.Parked().List(context.Background())
+	parked, err := r.D.Parked().List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,14 +254,14 @@ func testPoison(t *testing.T, open opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.wait(t, res.Position)
-	if got := r.d.Stats().Parked; got != uint64(len(poison)+1) {
+	r.Wait(t, res.Position)
+	if got := r.D.Stats().Parked; got != uint64(len(poison)+1) {
 		t.Fatalf("parked %d, want %d", got, len(poison)+1)
 	}
 
 	// Replay to a sink that takes them: the stream is delivered again.
 	replayed := newRecorder(true)
-	rr, err := r.d.Parked().Replay(context.Background(), replayed, nil)
+	rr, err := r.D.Parked().Replay(context.Background(), replayed, nil)
 	if err != nil || len(rr.Delivered) != len(poison)+1 || len(rr.Failed) != 0 {
 		t.Fatalf("replay: %+v, %v", rr, err)
 	}
@@ -346,7 +270,7 @@ func testPoison(t *testing.T, open opener) {
 	}
 	rec.poisoned.Store(false)
 	deadline := time.Now().Add(5 * time.Second)
-	for r.d.Stats().ParkedStreams != 0 {
+	for r.D.Stats().ParkedStreams != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the dispatcher never learned of the replay")
 		}
@@ -356,7 +280,7 @@ func testPoison(t *testing.T, open opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.wait(t, res.Position)
+	r.Wait(t, res.Position)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if got := rec.got["flow-3"]; !slices.Equal(got, []varve.Version{res.LastVersion}) {
@@ -416,9 +340,9 @@ func TestFailures(t *testing.T) {
 			r := start(t, s, "failures", sink, delivery.Config{
 				Retry: delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, Jitter: -1},
 			})
-			r.wait(t, res.Position)
-			r.stop(t)
-			st := r.d.Stats()
+			r.Wait(t, res.Position)
+			r.Stop(t)
+			st := r.D.Stats()
 			mu.Lock()
 			defer mu.Unlock()
 			if len(attempts) != tc.wantAttempts || (st.Parked == 1) != tc.wantParked {
@@ -449,20 +373,20 @@ func TestWindow(t *testing.T) {
 	const window = 100
 	r := start(t, s, "window", sink, delivery.Config{Concurrency: 4, Window: window, DrainTimeout: time.Millisecond})
 	deadline := time.Now().Add(5 * time.Second)
-	for r.d.Stats().InFlight < 4 {
+	for r.D.Stats().InFlight < 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("workers never got busy: %+v", r.d.Stats())
+			t.Fatalf("workers never got busy: %+v", r.D.Stats())
 		}
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // let the reader run into the window
-	st := r.d.Stats()
+	st := r.D.Stats()
 	if st.Pending < window || st.Pending > window+64 || st.Read != uint64(st.Pending) {
 		t.Fatalf("stats %+v: want between %d and %d pending (the window plus one page)", st, window, window+64)
 	}
-	r.stop(t)
+	r.Stop(t)
 	close(release)
-	if st := r.d.Stats(); st.Checkpoint != varve.Start || st.Delivered != 0 {
+	if st := r.D.Stats(); st.Checkpoint != varve.Start || st.Delivered != 0 {
 		t.Fatalf("cancelled deliveries were counted: %+v", st)
 	}
 }
@@ -489,13 +413,13 @@ func testResume(t *testing.T, open opener) {
 		return nil
 	})
 	r := start(t, s, "resume", sink, delivery.Config{})
-	r.wait(t, end)
-	r.stop(t)
+	r.Wait(t, end)
+	r.Stop(t)
 	more := fill(t, s, "res", 5, 50, 10)
 	r = start(t, s, "resume", sink, delivery.Config{})
-	r.wait(t, more)
-	r.stop(t)
-	if st := r.d.Stats(); st.Delivered != 50 || st.Saved != more {
+	r.Wait(t, more)
+	r.Stop(t)
+	if st := r.D.Stats(); st.Delivered != 50 || st.Saved != more {
 		t.Fatalf("second run %+v, want 50 delivered and checkpoint %v", st, more)
 	}
 	if k := keys[end]; k != "resume:"+end.String() {
@@ -523,10 +447,10 @@ func TestAttemptTimeout(t *testing.T) {
 		AttemptTimeout: 40 * time.Millisecond,
 		Retry:          delivery.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
 	})
-	r.wait(t, res.Position)
+	r.Wait(t, res.Position)
 	el := time.Since(began)
-	r.stop(t)
-	parked, err := r.d.Parked().List(context.Background())
+	r.Stop(t)
+	parked, err := r.D.Parked().List(context.Background())
 	if err != nil || len(parked) != 1 || !strings.Contains(parked[0].Error, "timed out") || calls.Load() != 2 {
 		t.Fatalf("parked %+v, %v, %d calls", parked, err, calls.Load())
 	}

@@ -2,8 +2,13 @@
 // many at once, in order per stream, without losing one across a crash.
 //
 // A [Dispatcher] reads one [subscription.Subscription] and runs up to C
-// deliveries at once to a [Sink]: a Go function ([SinkFunc]), an HTTP
-// endpoint ([Webhook]) or a NATS JetStream subject ([NATS]).
+// deliveries at once to a [Sink]: a Go function ([SinkFunc]), or a
+// transport from a sub-package of its own, so that a program compiles only
+// the clients it uses: an HTTP endpoint (package
+// github.com/varve-go/varve/delivery/webhook) or a NATS JetStream subject
+// (package github.com/varve-go/varve/delivery/natssink). A sink of another
+// transport sends the [Payload] and the shared headers ([HeaderIdempotencyKey],
+// [HeaderAttempt], ...).
 //
 // # Concurrency model
 //

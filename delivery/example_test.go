@@ -3,9 +3,6 @@ package delivery_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"time"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
@@ -48,35 +45,4 @@ func Example() {
 	// emails:1 order-1 1 OrderPlaced
 	// emails:2 order-1 2 OrderPaid
 	// checkpoint 2
-}
-
-func ExampleNewWebhook() {
-	hook, err := delivery.NewWebhook(delivery.WebhookConfig{
-		URL:            "https://hooks.example.com/orders",
-		Secret:         []byte("shared secret"),
-		Timeout:        5 * time.Second,
-		MaxConcurrency: 32,
-	})
-	if err != nil {
-		panic(err)
-	}
-	defer hook.Close()
-	// Pass hook as the sink of delivery.New.
-}
-
-func ExampleVerifyWebhook() {
-	secret := []byte("shared secret")
-	http.HandleFunc("/orders", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, "read failed", http.StatusServiceUnavailable) // retried
-			return
-		}
-		if err := delivery.VerifyWebhook(secret, r.Header, body, 5*time.Minute); err != nil {
-			http.Error(w, "bad signature", http.StatusUnauthorized) // parked
-			return
-		}
-		// Drop a redelivery by r.Header.Get("Idempotency-Key"), handle the
-		// delivery.Payload in body, then answer 2xx.
-	})
 }

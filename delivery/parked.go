@@ -89,9 +89,9 @@ func (p *Parked) Park(ctx context.Context, evs ...ParkedEvent) (varve.Version, e
 		}
 		out[i] = varve.Event{Type: ParkedEventType, Data: data}
 	}
-	res, err := p.store.Append(ctx, p.stream, varve.Any, out...)
+	res, err := p.store.System().Append(ctx, p.stream, varve.Any, out...)
 	if err != nil {
-		return 0, fmt.Errorf("delivery: park %d events of %q: %w", len(evs), p.sub, err)
+		return 0, fmt.Errorf("delivery: park %d events: %w", len(evs), err)
 	}
 	return res.LastVersion, nil
 }
@@ -107,8 +107,8 @@ func (p *Parked) Resolve(ctx context.Context, how string, positions ...varve.Pos
 	if err != nil {
 		return fmt.Errorf("delivery: resolve parked events of %q: %w", p.sub, err)
 	}
-	if _, err := p.store.Append(ctx, p.stream, varve.Any, varve.Event{Type: ResolvedEventType, Data: data}); err != nil {
-		return fmt.Errorf("delivery: resolve %d parked events of %q: %w", len(positions), p.sub, err)
+	if _, err := p.store.System().Append(ctx, p.stream, varve.Any, varve.Event{Type: ResolvedEventType, Data: data}); err != nil {
+		return fmt.Errorf("delivery: resolve %d parked events: %w", len(positions), err)
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func (p *Parked) Resolve(ctx context.Context, how string, positions ...varve.Pos
 func (p *Parked) List(ctx context.Context) ([]ParkedEvent, error) {
 	st := newParkedState()
 	if err := p.load(ctx, st); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("delivery: %w", err)
 	}
 	return st.list(), nil
 }
@@ -182,17 +182,19 @@ func (st *parkedState) touch(stream string) {
 	}
 }
 
-// load applies the records written after st.version.
+// load applies the records written after st.version. Its error says
+// neither "delivery" nor, when it comes from the store, the subscription:
+// the callers add what they need.
 func (p *Parked) load(ctx context.Context, st *parkedState) error {
 	for e, err := range p.store.ReadStream(ctx, p.stream, varve.From(st.version+1)) {
 		if errors.Is(err, varve.ErrStreamNotFound) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("delivery: read parked events of %q: %w", p.sub, err)
+			return fmt.Errorf("read parked events: %w", err)
 		}
 		if err := st.apply(e); err != nil {
-			return fmt.Errorf("delivery: read parked events of %q: %w", p.sub, err)
+			return fmt.Errorf("read parked events of %q: %w", p.sub, err)
 		}
 	}
 	return nil
@@ -280,7 +282,7 @@ func (p *Parked) replayOne(ctx context.Context, sink Sink, pe ParkedEvent) error
 	found := false
 	for e, err := range p.store.ReadStream(ctx, pe.Stream, varve.From(pe.Version), varve.Limit(1)) {
 		if err != nil {
-			return fmt.Errorf("read %s@%d: %w", pe.Stream, pe.Version, err)
+			return fmt.Errorf("read version %d: %w", pe.Version, err)
 		}
 		ev, found = e, e.Version == pe.Version && e.ID == pe.EventID
 	}

@@ -1,4 +1,4 @@
-package delivery_test
+package webhook_test
 
 import (
 	"context"
@@ -14,10 +14,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/goleak"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/delivery/internal/deliverytest"
+	"github.com/varve-go/varve/delivery/webhook"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var secret = []byte("s3cret")
 
@@ -33,10 +38,10 @@ func testDelivery() delivery.Delivery {
 	}
 }
 
-func newWebhook(t *testing.T, url string, cfg delivery.WebhookConfig) *delivery.Webhook {
+func newWebhook(t *testing.T, url string, cfg webhook.Config) *webhook.Sink {
 	t.Helper()
 	cfg.URL, cfg.Secret = url, secret
-	w, err := delivery.NewWebhook(cfg)
+	w, err := webhook.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +49,8 @@ func newWebhook(t *testing.T, url string, cfg delivery.WebhookConfig) *delivery.
 	return w
 }
 
-// TestWebhookStatus: what each answer of the endpoint means.
-func TestWebhookStatus(t *testing.T) {
+// TestStatus: what each answer of the endpoint means.
+func TestStatus(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
@@ -85,7 +90,7 @@ func TestWebhookStatus(t *testing.T) {
 				io.WriteString(w, "answer body")
 			}))
 			defer srv.Close()
-			w := newWebhook(t, srv.URL, delivery.WebhookConfig{Timeout: 50 * time.Millisecond})
+			w := newWebhook(t, srv.URL, webhook.Config{Timeout: 50 * time.Millisecond})
 			err := w.Deliver(context.Background(), testDelivery())
 			if (err != nil) != tc.wantErr || delivery.IsPermanent(err) != tc.permanent {
 				t.Fatalf("err %v (permanent %v); want error %v, permanent %v", err, delivery.IsPermanent(err), tc.wantErr, tc.permanent)
@@ -94,7 +99,7 @@ func TestWebhookStatus(t *testing.T) {
 			if got := errors.As(err, &ra); got != (tc.retryAfter > 0) || got && ra.After != tc.retryAfter {
 				t.Fatalf("err %v, want retry after %v", err, tc.retryAfter)
 			}
-			var se *delivery.StatusError
+			var se *webhook.StatusError
 			if tc.wantErr && tc.delay == 0 && (!errors.As(err, &se) || se.StatusCode != tc.status || se.Body != "answer body") {
 				t.Fatalf("err %v, want a StatusError with status %d and the body", err, tc.status)
 			}
@@ -105,9 +110,9 @@ func TestWebhookStatus(t *testing.T) {
 	}
 }
 
-// TestWebhookSignature: the receiver verifies the signature with the shared
+// TestSignature: the receiver verifies the signature with the shared
 // secret; another secret, a changed body or an old timestamp fail.
-func TestWebhookSignature(t *testing.T) {
+func TestSignature(t *testing.T) {
 	t.Parallel()
 	type request struct {
 		header http.Header
@@ -119,13 +124,13 @@ func TestWebhookSignature(t *testing.T) {
 		got <- request{r.Header.Clone(), body}
 	}))
 	defer srv.Close()
-	w := newWebhook(t, srv.URL, delivery.WebhookConfig{Header: http.Header{"X-Tenant": {"acme"}}})
+	w := newWebhook(t, srv.URL, webhook.Config{Header: http.Header{"X-Tenant": {"acme"}}})
 	d := testDelivery()
 	if err := w.Deliver(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
 	req := <-got
-	if err := delivery.VerifyWebhook(secret, req.header, req.body, time.Minute); err != nil {
+	if err := webhook.Verify(secret, req.header, req.body, time.Minute); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	if req.header.Get("Idempotency-Key") != "hooks:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" {
@@ -141,7 +146,7 @@ func TestWebhookSignature(t *testing.T) {
 	}
 
 	old := req.header.Clone()
-	old.Set(delivery.HeaderTimestamp, strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10))
+	old.Set(webhook.HeaderTimestamp, strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10))
 	for _, tc := range []struct {
 		name   string
 		secret []byte
@@ -153,16 +158,16 @@ func TestWebhookSignature(t *testing.T) {
 		{"old timestamp", secret, old, req.body},
 		{"no signature", secret, http.Header{}, req.body},
 	} {
-		if err := delivery.VerifyWebhook(tc.secret, tc.header, tc.body, time.Minute); !errors.Is(err, delivery.ErrBadSignature) {
+		if err := webhook.Verify(tc.secret, tc.header, tc.body, time.Minute); !errors.Is(err, webhook.ErrBadSignature) {
 			t.Errorf("%s: got %v, want ErrBadSignature", tc.name, err)
 		}
 	}
 }
 
-// TestWebhookRedelivery: through a dispatcher, an endpoint that fails each
+// TestRedelivery: through a dispatcher, an endpoint that fails each
 // event twice gets the same idempotency key and body on every attempt, and
 // never more requests at once than the endpoint's limit.
-func TestWebhookRedelivery(t *testing.T) {
+func TestRedelivery(t *testing.T) {
 	t.Parallel()
 	const limit = 2
 	var (
@@ -179,7 +184,7 @@ func TestWebhookRedelivery(t *testing.T) {
 		for m := maxSeen.Load(); n > m && !maxSeen.CompareAndSwap(m, n); m = maxSeen.Load() {
 		}
 		body, _ := io.ReadAll(r.Body)
-		if delivery.VerifyWebhook(secret, r.Header, body, time.Minute) != nil {
+		if webhook.Verify(secret, r.Header, body, time.Minute) != nil {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -200,13 +205,13 @@ func TestWebhookRedelivery(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	s := newStore(t)
-	end := fill(t, s, "hook", 10, 30, 3)
-	w := newWebhook(t, srv.URL, delivery.WebhookConfig{MaxConcurrency: limit})
-	r := start(t, s, "hooks", w, delivery.Config{Concurrency: 8, Retry: delivery.RetryPolicy{InitialBackoff: time.Millisecond}})
-	r.wait(t, end)
-	r.stop(t)
-	if st := r.d.Stats(); st.Delivered != 30 || st.Parked != 0 || st.Attempts != 90 {
+	s := deliverytest.NewStore(t)
+	end := deliverytest.Fill(t, s, "hook", 10, 30, 3)
+	w := newWebhook(t, srv.URL, webhook.Config{MaxConcurrency: limit})
+	r := deliverytest.Start(t, s, "hooks", w, delivery.Config{Concurrency: 8, Retry: delivery.RetryPolicy{InitialBackoff: time.Millisecond}})
+	r.Wait(t, end)
+	r.Stop(t)
+	if st := r.D.Stats(); st.Delivered != 30 || st.Parked != 0 || st.Attempts != 90 {
 		t.Fatalf("stats %+v, want 30 delivered in 90 attempts", st)
 	}
 	mu.Lock()
@@ -224,36 +229,36 @@ func TestWebhookRedelivery(t *testing.T) {
 	}
 }
 
-// TestWebhookPermanentParks: a 4xx parks the event after one attempt.
-func TestWebhookPermanentParks(t *testing.T) {
+// TestPermanentParks: a 4xx parks the event after one attempt.
+func TestPermanentParks(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnprocessableEntity)
 	}))
 	defer srv.Close()
-	s := newStore(t)
+	s := deliverytest.NewStore(t)
 	res, err := s.Append(context.Background(), "bad", varve.NoStream, varve.Event{Type: "T"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, s, "hooks-4xx", newWebhook(t, srv.URL, delivery.WebhookConfig{}), delivery.Config{})
-	r.wait(t, res.Position)
-	r.stop(t)
-	parked, err := r.d.Parked().List(context.Background())
+	r := deliverytest.Start(t, s, "hooks-4xx", newWebhook(t, srv.URL, webhook.Config{}), delivery.Config{})
+	r.Wait(t, res.Position)
+	r.Stop(t)
+	parked, err := r.D.Parked().List(context.Background())
 	if err != nil || len(parked) != 1 || parked[0].Reason != delivery.ReasonRejected || parked[0].Attempts != 1 {
 		t.Fatalf("parked %+v, %v", parked, err)
 	}
 }
 
-func TestNewWebhookRejectsBadConfig(t *testing.T) {
+func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []delivery.WebhookConfig{
+	for _, cfg := range []webhook.Config{
 		{URL: "ftp://x", Secret: secret},
 		{URL: "http://", Secret: secret},
 		{URL: "http://127.0.0.1:1/"},
 		{URL: "http://127.0.0.1:1/", Secret: secret, Timeout: -1},
 	} {
-		if _, err := delivery.NewWebhook(cfg); !errors.Is(err, varve.ErrInvalidArgument) {
+		if _, err := webhook.New(cfg); !errors.Is(err, varve.ErrInvalidArgument) {
 			t.Errorf("%+v: got %v, want ErrInvalidArgument", cfg, err)
 		}
 	}

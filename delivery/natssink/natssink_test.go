@@ -1,4 +1,4 @@
-package delivery_test
+package natssink_test
 
 import (
 	"context"
@@ -9,15 +9,20 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/delivery/internal/deliverytest"
+	"github.com/varve-go/varve/delivery/natssink"
 	"github.com/varve-go/varve/internal/testenv"
 )
 
-// TestNATSSink: events reach the subject once each, with Nats-Msg-Id set to
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestSink: events reach the subject once each, with Nats-Msg-Id set to
 // the idempotency key, so a redelivery is dropped by JetStream.
-func TestNATSSink(t *testing.T) {
+func TestSink(t *testing.T) {
 	t.Parallel()
 	nc, err := nats.Connect(testenv.NATSURL(t))
 	if err != nil {
@@ -39,15 +44,15 @@ func TestNATSSink(t *testing.T) {
 	}
 	defer js.DeleteStream(context.Background(), name)
 
-	sink, err := delivery.NewNATS(js, delivery.NATSConfig{Subject: name + ".events"})
+	sink, err := natssink.New(js, natssink.Config{Subject: name + ".events"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStore(t)
-	end := fill(t, s, "nats", 4, 20, 1)
-	r := start(t, s, "to-nats", sink, delivery.Config{Concurrency: 4})
-	r.wait(t, end)
-	r.stop(t)
+	s := deliverytest.NewStore(t)
+	end := deliverytest.Fill(t, s, "nats", 4, 20, 1)
+	r := deliverytest.Start(t, s, "to-nats", sink, delivery.Config{Concurrency: 4})
+	r.Wait(t, end)
+	r.Stop(t)
 	// A redelivery of an event, as after a crash, is a duplicate.
 	var first varve.RecordedEvent
 	for e := range s.ReadAll(ctx, varve.Start, varve.Limit(1)) {
@@ -72,7 +77,7 @@ func TestNATSSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	if id := msg.Header.Get(jetstream.MsgIDHeader); id != p.IdempotencyKey || id != delivery.Key("to-nats", p.Position) ||
-		msg.Header.Get("Varve-Stream") != p.Stream {
+		msg.Header.Get(delivery.HeaderStream) != p.Stream {
 		t.Fatalf("headers %v for payload %+v", msg.Header, p)
 	}
 }
