@@ -1,98 +1,124 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/signal"
+	"io"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/varve-go/varve/lab"
-	"github.com/varve-go/varve/lab/workload"
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/internal/workload"
 )
 
 func benchCmd() *cobra.Command {
 	var (
-		cfg      lab.BenchConfig
-		asJSON   bool
-		htmlFile string
+		c         common
+		workloads []string
+		events    int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the shared benchmark workloads on stores, each against its raw baseline",
 		Long: `bench runs the workloads of the shared benchmark suite (the same as the Go
 benchmarks of backend/backendtest) on each store in turn. Before and after a
-store's workloads it measures the store's raw baseline (a bare mutex+slice for
-memory, a bare INSERT for SQLite and PostgreSQL, a raw JetStream publish for
-NATS) and prints every figure also as a ratio to it.
+store's workloads it measures the store's raw write baseline (a bare mutex+slice
+for memory, a bare INSERT for SQLite and PostgreSQL, a raw JetStream publish for
+NATS) and prints the figures of every workload that writes also as a ratio to it.
+Rows: one per workload and store; the ratio is the throughput over the baseline's.
 
 Workloads: ` + strings.Join(workload.Names(), ", ") + `;
 groups: suite (the default), scale, all.
 
-A progress line goes to stderr while it runs. Ctrl-C stops the run and still
-prints what was measured; a second Ctrl-C ends the process at once.`,
+A progress line goes to stderr while it runs.` + storeHelp,
 		Example: `  varve bench
-  varve bench --store memory: --store postgres://postgres@127.0.0.1:5432/test --store nats://127.0.0.1:4222
+  varve bench --store sqlite --store memory --store postgres --store nats
   varve bench --workload scale --html report.html
-  varve bench --workload append-single --workload load-100 --events 10000 --json`,
+  varve bench --workload append-single --workload load-100 --events 10000 --json
+  varve bench --workload append-single --check 'p99<20ms' --check 'ratio>=0.5'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			defer context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })()
-			cfg.Progress = cmd.ErrOrStderr()
-			rep, runErr := lab.Bench(ctx, cfg)
-			if rep == nil {
-				return runErr
+			if err := c.out.validate(); err != nil {
+				return err
 			}
-			var err error
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				err = enc.Encode(rep)
-			} else {
-				err = lab.PrintBench(cmd.OutOrStdout(), rep)
-			}
-			if err != nil {
-				return fmt.Errorf("print report: %w", err)
-			}
-			if htmlFile != "" {
-				if err := writeHTML(htmlFile, rep); err != nil {
+			cfg := lab.BenchConfig{Workloads: workloads, Rate: c.rate, Progress: progressTo(cmd)}
+			if cmd.Flags().Changed("events") {
+				if err := countFlag("events", events, 1, maxEvents); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", htmlFile)
+				cfg.Events = events
 			}
-			if runErr != nil {
-				return fmt.Errorf("%w (the report holds what was measured before)", runErr)
+			if cmd.Flags().Changed("duration") {
+				if err := durationFlag("duration", c.duration, true); err != nil {
+					return err
+				}
+				cfg.Duration = c.duration
+				if c.duration == 0 {
+					cfg.Duration = -1 // no cap
+				}
 			}
-			return nil
+			if err := rateFlag(c.rate); err != nil {
+				return err
+			}
+			if _, err := workload.Select(workloads); err != nil {
+				return usage(fmt.Errorf("--workload: %w", err))
+			}
+			targets, err := resolveStores("bench", c.stores, true, c.keep)
+			if err != nil {
+				return err
+			}
+			cfg.Stores = targets
+			ctx := cmd.Context()
+			env := lab.NewEnvelope("bench")
+			env.Config = newBenchConfig(cfg, c.keep)
+			announce(cmd.ErrOrStderr(), targets)
+			rep, runErr := lab.Bench(ctx, cfg)
+			finishStores(ctx, env, targets)
+			runError(ctx, env, runErr)
+			r := report{env: env}
+			if rep != nil {
+				env.Results, env.Details = rep.Rows(), rep.Details()
+				env.Errors = append(env.Errors, rep.Errors()...)
+				r.text = func(w io.Writer) error { return lab.PrintBench(w, rep) }
+				r.html = func(w io.Writer) error { return lab.WriteBenchHTML(w, rep) }
+			}
+			return finish(cmd, &c.out, r)
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&cfg.Stores, "store", nil, "store URL, repeatable; stores run one after the other (default "+strings.Join(lab.DefaultBenchStores, ", ")+")")
-	f.StringArrayVar(&cfg.Workloads, "workload", nil, "workload or group name, repeatable (default suite)")
-	f.IntVar(&cfg.Events, "events", 0, fmt.Sprintf("budget of events (or ops) per workload and baseline (default %d; scale workloads %d on memory, %d elsewhere)",
-		lab.DefaultBenchEvents, lab.DefaultScaleEventsMemory, lab.DefaultScaleEvents))
-	f.DurationVar(&cfg.Duration, "duration", 0, fmt.Sprintf("time cap per workload and baseline (default %v, none for scale workloads; negative: none)", lab.DefaultBenchDuration))
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON instead of tables")
-	f.StringVar(&htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	c.storeFlag(f, true)
+	f.StringArrayVar(&workloads, "workload", nil, "workload or group name, repeatable (default suite)")
+	f.IntVar(&events, "events", 0, fmt.Sprintf("budget of events (or ops) per workload and baseline, at most %s (default %s; scale workloads %s on memory, %s elsewhere)",
+		group(maxEvents), group(lab.DefaultBenchEvents), group(lab.DefaultScaleEventsMemory), group(lab.DefaultScaleEvents)))
+	c.limitFlags(f, 0, fmt.Sprintf("time cap per workload and baseline; 0: none (default %v, none for scale workloads)", lab.DefaultBenchDuration),
+		"cap on each workload's ops per second over its workers")
+	f.Lookup("duration").DefValue = lab.DefaultBenchDuration.String()
+	c.out.register(f, true)
 	return cmd
 }
 
-func writeHTML(name string, rep *lab.BenchReport) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("html report: %w", err)
+// benchConfig is bench's config in the envelope: the budgets and caps as
+// they took effect (0: none; events 0: each workload's default).
+type benchConfig struct {
+	Workloads     []string      `json:"workloads"`
+	Events        int           `json:"events"`
+	Duration      time.Duration `json:"duration_ns"`
+	ScaleDuration time.Duration `json:"scale_duration_ns"`
+	Rate          float64       `json:"rate"`
+	Keep          bool          `json:"keep"`
+}
+
+func newBenchConfig(cfg lab.BenchConfig, keep bool) benchConfig {
+	bc := benchConfig{Workloads: cfg.Workloads, Events: cfg.Events, Rate: cfg.Rate, Keep: keep}
+	switch {
+	case cfg.Duration > 0:
+		bc.Duration, bc.ScaleDuration = cfg.Duration, cfg.Duration
+	case cfg.Duration == 0:
+		bc.Duration = lab.DefaultBenchDuration
 	}
-	if err := lab.WriteBenchHTML(f, rep); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("html report %s: %w", name, err)
+	if bc.Workloads == nil {
+		bc.Workloads = []string{"suite"}
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("html report %s: %w", name, err)
-	}
-	return nil
+	return bc
 }

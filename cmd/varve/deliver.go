@@ -1,85 +1,126 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
 	"github.com/varve-go/varve/delivery"
-	"github.com/varve-go/varve/lab"
 )
 
 func deliverBenchCmd() *cobra.Command {
 	cfg := lab.DeliverConfig{}
 	var (
-		latencies []float64
+		c         common
+		latencies = &msList{vals: []float64{10, 50}}
+		workers   = newIntList(1, 5, 10, 25, 50, 100, 250)
 		ordering  string
-		asJSON    bool
-		html      string
 	)
 	cmd := &cobra.Command{
 		Use:   "deliver-bench",
-		Short: "Measure concurrent ordered delivery to a loopback HTTP sink (seed 002's matrix)",
-		Long: `deliver-bench fills a store with T commits of E events over a number of streams, then
-for every sink latency L and concurrency C delivers all of it from the beginning: a
-subscription, a dispatcher (per-stream order and checkpoints on by default) and the
-signed webhook sink, to an HTTP endpoint on loopback that sleeps L per request.
-Efficiency is events/s divided by the ideal C/L.`,
+		Short: "Measure concurrent ordered delivery to a loopback HTTP sink",
+		Long: `deliver-bench fills a store with --transactions commits of --events-per-tx events
+over --streams streams, then for every sink latency L (--latency-ms) and worker
+count C (--workers) delivers all of it from the beginning: a subscription, a
+dispatcher (per-stream order and checkpoints on by default) and the signed
+webhook sink, to an HTTP endpoint on loopback that sleeps L per request.
+Efficiency is events/s divided by the ideal C/L.
+Rows: one per sink, latency and worker count; the ratio is the efficiency; the
+errors are events delivered out of their stream's order (per-stream ordering)
+and events parked although no stream was poisoned.` + storeHelp,
+		Example: `  varve deliver-bench
+  varve deliver-bench --latency-ms 10 --workers 1,10,100 --html deliver.html
+  varve deliver-bench --sink http,func,raw-http --duration 5s --check 'ratio>=0.8'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.out.validate(); err != nil {
+				return err
+			}
 			o, err := delivery.ParseOrdering(ordering)
 			if err != nil {
-				return err
+				return usage(fmt.Errorf("--ordering: %w", err))
 			}
 			cfg.Ordering = o
-			for _, l := range latencies {
-				cfg.Latencies = append(cfg.Latencies, time.Duration(l*float64(time.Millisecond)))
+			for _, v := range []struct {
+				name        string
+				val, lo, hi int
+			}{
+				{"transactions", cfg.Transactions, 1, maxEvents}, {"events-per-tx", cfg.EventsPerTx, 1, maxBatch},
+				{"streams", cfg.Streams, 1, maxStreams}, {"window", cfg.Window, 0, maxEvents}, {"poison", cfg.Poison, 0, cfg.Streams},
+			} {
+				if err := countFlag(v.name, v.val, v.lo, v.hi); err != nil {
+					return err
+				}
 			}
-			if !asJSON {
-				cfg.Log = cmd.ErrOrStderr()
+			if cfg.Transactions*cfg.EventsPerTx > maxEvents {
+				return usagef("--transactions x --events-per-tx is %s events: at most %s", group(cfg.Transactions*cfg.EventsPerTx), group(maxEvents))
 			}
-			rs, err := lab.DeliverBench(cmd.Context(), cfg)
+			if err := workers.check("workers", 1, maxWorkers); err != nil {
+				return err
+			}
+			cfg.Workers = workers.vals
+			if cfg.Latencies, err = latencies.durations("latency-ms"); err != nil {
+				return err
+			}
+			if err := durationFlag("checkpoint-interval", cfg.CheckpointInterval, false); err != nil {
+				return err
+			}
+			if err := durationFlag("duration", c.duration, true); err != nil {
+				return err
+			}
+			if err := rateFlag(c.rate); err != nil {
+				return err
+			}
+			for _, s := range cfg.Sinks {
+				if s != "http" && s != "func" && s != "raw-http" {
+					return usagef("--sink %q: want http, func or raw-http", s)
+				}
+			}
+			cfg.Duration, cfg.Rate = c.duration, c.rate
+			targets, err := resolveStores("deliver-bench", c.stores, false, c.keep)
 			if err != nil {
 				return err
 			}
-			if html != "" {
-				f, err := os.Create(html)
-				if err != nil {
-					return err
-				}
-				if err := lab.WriteDeliverHTML(f, rs); err != nil {
-					f.Close()
-					return fmt.Errorf("write %s: %w", html, err)
-				}
-				if err := f.Close(); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rs)
-			}
-			return lab.PrintDeliverTable(cmd.OutOrStdout(), rs)
+			ctx := cmd.Context()
+			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
+			cfg.Log = progressTo(cmd)
+			env := lab.NewEnvelope("deliver-bench")
+			env.Config = deliverConfig{cfg, cfg.Ordering.String()}
+			announce(cmd.ErrOrStderr(), targets)
+			rs, runErr := lab.DeliverBench(ctx, cfg)
+			finishStores(ctx, env, targets)
+			runError(ctx, env, runErr)
+			env.Results = lab.DeliverRows(rs)
+			return finish(cmd, &c.out, report{
+				env:  env,
+				text: func(w io.Writer) error { return lab.PrintDeliverTable(w, rs) },
+				html: func(w io.Writer) error { return lab.WriteDeliverHTML(w, rs) },
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Store, "store", "memory:", "store URL")
-	f.IntVarP(&cfg.Transactions, "transactions", "t", 10000, "commits (T)")
-	f.IntVarP(&cfg.EventsPerTx, "events-per-tx", "e", 4, "events per commit (E)")
-	f.Float64SliceVarP(&latencies, "latency-ms", "l", []float64{10, 50}, "sink latencies in ms (L)")
-	f.IntSliceVarP(&cfg.Concurrency, "concurrency", "c", []int{1, 5, 10, 25, 50, 100, 250}, "concurrency levels (C)")
+	c.storeFlag(f, false)
+	f.IntVarP(&cfg.Transactions, "transactions", "t", 10_000, "commits to fill the store with")
+	f.IntVarP(&cfg.EventsPerTx, "events-per-tx", "e", 4, "events per commit")
+	f.VarP(latencies, "latency-ms", "l", "sink latencies in milliseconds, comma-separated")
+	f.VarP(workers, "workers", "w", fmt.Sprintf("dispatcher worker counts (its concurrency), comma-separated, each at most %s", group(maxWorkers)))
 	f.StringVar(&ordering, "ordering", "per-stream", "ordering: per-stream or none")
 	f.IntVar(&cfg.Streams, "streams", 1000, "distinct streams the commits go to (at random)")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the stream choice")
-	f.IntVar(&cfg.Window, "window", 0, "pending events the dispatcher may hold (0: 64 per worker, at least 1024)")
+	f.IntVar(&cfg.Window, "window", 0, "pending events the dispatcher may hold; 0: 64 per worker, at least 1,024")
 	f.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", time.Second, "how often the checkpoint is saved")
 	f.StringSliceVar(&cfg.Sinks, "sink", []string{"http"}, "what to measure: http (the webhook sink to a loopback endpoint); baselines: func (a Go handler that sleeps L, no HTTP), raw-http (a bare HTTP client loop, no store or dispatcher)")
 	f.IntVar(&cfg.Poison, "poison", 0, "streams whose requests always fail with 500 (retried, then parked)")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.StringVar(&html, "html", "", "also write the charts to this HTML file")
+	c.limitFlags(f, 0, "time cap of each run; 0: none, deliver everything", "cap on deliveries per second of a run")
+	c.out.register(f, true)
 	return cmd
+}
+
+// deliverConfig is deliver-bench's config in the envelope.
+type deliverConfig struct {
+	lab.DeliverConfig
+	Ordering string `json:"ordering"`
 }

@@ -1,33 +1,159 @@
 // Command varve runs varve's lab against any store: bench, loadtest,
-// deliver-bench, matrix and soak. Each command is a thin layer over package
-// lab; run `varve help` for the list.
+// deliver-bench, matrix and soak measure. Its operator commands work on a
+// store as it is: serve runs the HTTP API and web console (package
+// server), streams and all read streams and $all, subs shows consumers and
+// moves checkpoints, parked lists, replays and skips the events a delivery
+// subscription parked. Every command shares one flag
+// vocabulary, one JSON envelope and one exit-code contract, which
+// docs/lab.md describes; run `varve help` for the list.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
 )
 
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1   // errors in the run, or checks not met
+	exitUsage       = 2   // bad flags, arguments or store URLs
+	exitInterrupted = 130 // SIGINT or SIGTERM; partial results printed
+)
+
+// stopGrace is how long a run may take to stop after a signal before the
+// process exits anyway.
+const stopGrace = 10 * time.Second
+
+// errInterrupted is the cause of the context of an interrupted run.
+var errInterrupted = errors.New("interrupted")
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(os.Stderr)
 	defer stop()
-	if err := rootCmd().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "varve:", err)
-		os.Exit(1)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// interruptible returns a context that ends at the first SIGINT or
+// SIGTERM with errInterrupted as its cause. A second signal, or a run that
+// has not stopped within stopGrace, ends the process with exit code 130.
+func interruptible(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "\nvarve: %v: stopping, partial results follow (signal again to exit at once)\n", s)
+			cancel(errInterrupted)
+		}
+		grace := time.NewTimer(stopGrace)
+		defer grace.Stop()
+		select {
+		case <-done:
+		case <-sigs:
+			fmt.Fprintln(stderr, "varve: exiting at once")
+			os.Exit(exitInterrupted)
+		case <-grace.C:
+			fmt.Fprintf(stderr, "varve: the run did not stop within %v; exiting\n", stopGrace)
+			os.Exit(exitInterrupted)
+		}
+	}()
+	stopped := false
+	return ctx, func() {
+		if !stopped {
+			stopped = true
+			signal.Stop(sigs)
+			close(done)
+		}
 	}
 }
 
-func rootCmd() *cobra.Command {
+// execute runs the CLI with args and returns its exit code; the error, if
+// any, goes to stderr.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	started := false
+	root := rootCmd(&started)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	code := exitCode(ctx, err, started)
+	if err != nil {
+		var ee *exitError
+		if !errors.As(err, &ee) || !ee.quiet {
+			fmt.Fprintln(stderr, "varve:", lab.Scrub(err.Error()))
+		}
+		if code == exitUsage {
+			fmt.Fprintln(stderr, "varve: run 'varve help' or 'varve COMMAND --help' for usage")
+		}
+	}
+	return code
+}
+
+func exitCode(ctx context.Context, err error, started bool) int {
+	if errors.Is(context.Cause(ctx), errInterrupted) {
+		return exitInterrupted
+	}
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if !started {
+		return exitUsage // cobra refused the command line before any command ran
+	}
+	return exitFailed
+}
+
+// exitError carries an exit code; quiet ones have printed their story.
+type exitError struct {
+	code  int
+	err   error
+	quiet bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usage marks err as a usage error: exit code 2.
+func usage(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// usagef is usage with a formatted message.
+func usagef(format string, args ...any) error { return usage(fmt.Errorf(format, args...)) }
+
+func rootCmd(started *bool) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "varve",
-		Short:         "varve's lab: measure an event store on any backend",
+		Use:   "varve",
+		Short: "varve's lab and operator tools: measure an event store, look at one, serve it",
+		Long: `varve measures the varve event store on any backend (SQLite, memory, PostgreSQL,
+NATS JetStream) with its lab commands, and operates a store with the others: lists
+streams and consumers, tails $all, moves checkpoints, manages the events a delivery
+subscription parked, and serves the HTTP API and web console (varve serve).
+
+Every command shares one vocabulary: --store, -w/--workers, -d/--duration,
+-r/--rate, --json, --csv, --html and --check. Exit codes: 0 success; 1 errors in
+the run or a --check not met; 2 bad usage; 130 interrupted (partial results are
+printed). docs/lab.md has the details and the JSON envelope.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -39,7 +165,7 @@ func rootCmd() *cobra.Command {
 		}
 		f, err := os.Create(cpuProfile)
 		if err != nil {
-			return err
+			return usage(fmt.Errorf("--cpuprofile: %w", err))
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
@@ -51,8 +177,26 @@ func rootCmd() *cobra.Command {
 		}
 		return nil
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
+	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd())
+	groupCommands(root)
+	markStarted(root, started)
 	return root
+}
+
+// markStarted makes every command's RunE note that it ran: an error before
+// that is cobra refusing the command line, a usage error.
+func markStarted(cmd *cobra.Command, started *bool) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			*started = true
+			return run(c, args)
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markStarted(sub, started)
+	}
 }
 
 func versionCmd() *cobra.Command {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,48 +18,123 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
 	"github.com/varve-go/varve/delivery"
-	"github.com/varve-go/varve/lab"
+	"github.com/varve-go/varve/delivery/natssink"
+	"github.com/varve-go/varve/delivery/webhook"
+	"github.com/varve-go/varve/open"
 )
 
-// openStore opens a store URL; tests replace it.
-var openStore = lab.Open
+// openStore opens an existing store without creating anything; tests
+// replace it.
+var openStore = func(ctx context.Context, raw string) (*varve.Store, error) {
+	s, err := open.Existing(ctx, raw, varve.Config{})
+	return s, lab.ScrubErr(err)
+}
+
+// errUnknownSubscription: the store knows nothing of the subscription.
+var errUnknownSubscription = errors.New("unknown subscription")
 
 // parkedFlags select a subscription's parked events.
 type parkedFlags struct {
 	store, subscription string
 	streams             []string
 	positions           []string
+	out                 outputs
 }
 
-func (p *parkedFlags) register(cmd *cobra.Command) {
+func (p *parkedFlags) register(cmd *cobra.Command, withHTML bool) {
 	f := cmd.Flags()
-	f.StringVar(&p.store, "store", "", "store URL (required)")
+	f.StringVar(&p.store, "store", "", "URL of the store the subscription's dispatcher uses (required; nothing is created)")
 	f.StringVar(&p.subscription, "subscription", "", "subscription name (required)")
 	f.StringSliceVar(&p.streams, "stream", nil, "only the parked events of these streams")
 	f.StringSliceVar(&p.positions, "position", nil, "only the parked events at these positions")
-	_ = cmd.MarkFlagRequired("store")
-	_ = cmd.MarkFlagRequired("subscription")
+	p.out.register(f, withHTML)
 }
 
-func (p *parkedFlags) open(ctx context.Context) (*varve.Store, *delivery.Parked, func(delivery.ParkedEvent) bool, error) {
+// parsed checks the flags before anything opens.
+func (p *parkedFlags) parse() (func(delivery.ParkedEvent) bool, *lab.Target, error) {
+	if err := p.out.validate(); err != nil {
+		return nil, nil, err
+	}
 	var positions []varve.Position
 	for _, s := range p.positions {
 		pos, err := varve.ParsePosition(s)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, usage(fmt.Errorf("--position %q: %w", s, err))
+		}
+		if pos.IsZero() {
+			return nil, nil, usagef("--position %s: the start of the log is no event's position", s)
 		}
 		positions = append(positions, pos)
+	}
+	if p.store == "" {
+		return nil, nil, usagef("--store: give the URL of the store the subscription's dispatcher uses")
+	}
+	if p.subscription == "" {
+		return nil, nil, usagef("--subscription: give the subscription's name")
+	}
+	t, err := lab.Resolve(p.store, "", lab.Existing)
+	if err != nil {
+		return nil, nil, usage(fmt.Errorf("--store: %w", err))
 	}
 	match := func(pe delivery.ParkedEvent) bool {
 		return (len(p.streams) == 0 || slices.Contains(p.streams, pe.Stream)) &&
 			(len(positions) == 0 || slices.Contains(positions, pe.Position))
 	}
-	store, err := openStore(ctx, p.store)
+	return match, t, nil
+}
+
+// open opens the store as it is and checks that it knows the
+// subscription: a checkpoint of that name or a parked stream.
+func (p *parkedFlags) open(ctx context.Context, t *lab.Target) (*varve.Store, *delivery.Parked, error) {
+	store, err := openStore(ctx, t.URL)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return store, delivery.NewParked(store, p.subscription), match, nil
+	parked := delivery.NewParked(store, p.subscription)
+	known, err := knowsSubscription(ctx, store, p.subscription, parked.Stream())
+	if err == nil && !known {
+		err = fmt.Errorf("subscription %q: %w: %s has no checkpoint of that name and nothing was ever parked for it (stream %s)",
+			p.subscription, errUnknownSubscription, t.Label, parked.Stream())
+	}
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return store, parked, nil
+}
+
+func knowsSubscription(ctx context.Context, store *varve.Store, name, parkedStream string) (bool, error) {
+	if _, err := store.StreamInfo(ctx, parkedStream); err == nil {
+		return true, nil
+	} else if !errors.Is(err, varve.ErrStreamNotFound) {
+		return false, err
+	}
+	if cps := store.Checkpoints(); cps.Supported() {
+		_, ok, err := cps.Load(ctx, name)
+		return ok, err
+	}
+	return false, nil
+}
+
+// parkedEnvelope starts the envelope of a parked command.
+func (p *parkedFlags) envelope(command string, t *lab.Target) *lab.Envelope {
+	env := lab.NewEnvelope(command)
+	env.Config = parkedConfig{Subscription: p.subscription, Streams: p.streams, Positions: p.positions}
+	env.Stores = append(env.Stores, t.Info(""))
+	return env
+}
+
+type parkedConfig struct {
+	Subscription string   `json:"subscription"`
+	Streams      []string `json:"streams"`
+	Positions    []string `json:"positions"`
+}
+
+// parkedRow is the summary row that checks of a parked command look at.
+func parkedRow(store, name string, count, errs int) []lab.Row {
+	return []lab.Row{{Store: store, Name: name, Unit: "events", Count: int64(count), Errors: int64(errs), Stopped: "budget"}}
 }
 
 func parkedCmd() *cobra.Command {
@@ -76,32 +153,51 @@ skipping drops them. Either way a running dispatcher then delivers the stream ag
 
 func parkedListCmd() *cobra.Command {
 	var pf parkedFlags
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List parked events, oldest first",
-		Args:  cobra.NoArgs,
+		Long: `list prints the events a subscription's dispatcher parked and that are not
+replayed or skipped, oldest first. It changes nothing in the store, and a
+subscription the store does not know is an error (exit 1).
+--check 'count==0' fails (exit 1) when anything is parked.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, parked, match, err := pf.open(cmd.Context())
+			match, t, err := pf.parse()
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			list, err := parked.List(cmd.Context())
-			if err != nil {
-				return err
+			ctx := cmd.Context()
+			env := pf.envelope("parked list", t)
+			list := []delivery.ParkedEvent{}
+			store, parked, err := pf.open(ctx, t)
+			if err == nil {
+				var all []delivery.ParkedEvent
+				all, err = parked.List(ctx)
+				store.Close()
+				for _, pe := range all {
+					if match(pe) {
+						pe.Error = lab.Scrub(pe.Error)
+						list = append(list, pe)
+					}
+				}
 			}
-			list = slices.DeleteFunc(list, func(pe delivery.ParkedEvent) bool { return !match(pe) })
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
-			}
-			return printParked(cmd.OutOrStdout(), list)
+			runError(ctx, env, err)
+			env.Results = list
+			return finish(cmd, &pf.out, report{
+				env:  env,
+				rows: parkedRow(t.Label, "parked", len(list), 0),
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					return printParked(w, list)
+				},
+				html: func(w io.Writer) error { return writeParkedHTML(w, t.Label, pf.subscription, list) },
+				csv:  func(w io.Writer) error { return writeParkedCSV(w, list) },
+			})
 		},
 	}
-	pf.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	pf.register(cmd, true)
 	return cmd
 }
 
@@ -119,6 +215,25 @@ func printParked(w io.Writer, list []delivery.ParkedEvent) error {
 	return nil
 }
 
+func writeParkedCSV(w io.Writer, list []delivery.ParkedEvent) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"position", "stream", "version", "type", "attempts", "parked_at", "reason", "error"})
+	for _, pe := range list {
+		_ = cw.Write([]string{pe.Position.String(), pe.Stream, strconv.FormatUint(uint64(pe.Version), 10), pe.Type,
+			strconv.Itoa(pe.Attempts), pe.ParkedAt.Format(time.RFC3339Nano), pe.Reason, pe.Error})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func writeParkedHTML(w io.Writer, store, subscription string, list []delivery.ParkedEvent) error {
+	var table strings.Builder
+	if err := printParked(&table, list); err != nil {
+		return err
+	}
+	return lab.WriteTextHTML(w, "varve parked: "+subscription+" on "+store, table.String())
+}
+
 func parkedReplayCmd() *cobra.Command {
 	var (
 		pf                   parkedFlags
@@ -132,29 +247,38 @@ func parkedReplayCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := durationFlag("timeout", timeout, false); err != nil {
+				return err
+			}
+			match, t, err := pf.parse()
+			if err != nil {
+				return err
+			}
+			lab.RegisterSecrets(hook)
+			lab.RegisterSecrets(natsURL)
 			var sink delivery.Sink
 			switch {
 			case hook != "" && natsURL == "":
 				if secret == "" {
 					secret = os.Getenv("VARVE_WEBHOOK_SECRET")
 				}
-				w, err := delivery.NewWebhook(delivery.WebhookConfig{URL: hook, Secret: []byte(secret), Timeout: timeout})
+				w, err := webhook.New(webhook.Config{URL: hook, Secret: []byte(secret), Timeout: timeout})
 				if err != nil {
-					return err
+					return usage(fmt.Errorf("--webhook: %w", lab.ScrubErr(err)))
 				}
 				defer w.Close()
 				sink = w
 			case natsURL != "" && hook == "":
 				nc, err := nats.Connect(natsURL)
 				if err != nil {
-					return fmt.Errorf("connect to NATS: %w", err)
+					return fmt.Errorf("connect to NATS: %w", lab.ScrubErr(err))
 				}
 				defer nc.Close()
 				js, err := jetstream.New(nc)
 				if err != nil {
 					return err
 				}
-				n, err := delivery.NewNATS(js, delivery.NATSConfig{Subject: natsSubject})
+				n, err := natssink.New(js, natssink.Config{Subject: natsSubject})
 				if err != nil {
 					return err
 				}
@@ -164,26 +288,52 @@ func parkedReplayCmd() *cobra.Command {
 					return n.Deliver(ctx, d)
 				})
 			default:
-				return errors.New("give either --webhook (with --secret or VARVE_WEBHOOK_SECRET) or --nats with --subject")
+				return usagef("give either --webhook (with --secret or VARVE_WEBHOOK_SECRET) or --nats with --subject")
 			}
-			store, parked, match, err := pf.open(ctx)
-			if err != nil {
-				return err
+			env := pf.envelope("parked replay", t)
+			var res delivery.ReplayResult
+			store, parked, err := pf.open(ctx, t)
+			if err == nil {
+				res, err = parked.Replay(ctx, sink, match)
+				store.Close()
 			}
-			defer store.Close()
-			res, err := parked.Replay(ctx, sink, match)
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%d replayed, %d failed, %d held behind a failure\n", len(res.Delivered), len(res.Failed), res.Held)
+			runError(ctx, env, err)
+			type failed struct {
+				Event delivery.ParkedEvent `json:"event"`
+				Error string               `json:"error"`
+			}
+			out := struct {
+				Replayed []delivery.ParkedEvent `json:"replayed"`
+				Failed   []failed               `json:"failed"`
+				Held     int                    `json:"held"`
+			}{Replayed: res.Delivered, Failed: []failed{}, Held: res.Held}
+			if out.Replayed == nil {
+				out.Replayed = []delivery.ParkedEvent{}
+			}
 			for _, f := range res.Failed {
-				fmt.Fprintf(out, "failed: %s@%d (position %v): %v\n", f.Event.Stream, f.Event.Version, f.Event.Position, f.Err)
+				out.Failed = append(out.Failed, failed{f.Event, lab.Scrub(f.Err.Error())})
 			}
-			if err == nil && len(res.Failed) > 0 {
-				err = fmt.Errorf("%d streams failed to replay; their events stay parked", len(res.Failed))
+			if len(res.Failed) > 0 {
+				env.AddError(fmt.Errorf("%d streams failed to replay; their events stay parked; the first: %s", len(res.Failed), out.Failed[0].Error))
 			}
-			return err
+			env.Results = out
+			return finish(cmd, &pf.out, report{
+				env:  env,
+				rows: parkedRow(t.Label, "replayed", len(res.Delivered), 0),
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					fmt.Fprintf(w, "%d replayed, %d failed, %d held behind a failure\n", len(res.Delivered), len(res.Failed), res.Held)
+					for _, f := range out.Failed {
+						fmt.Fprintf(w, "failed: %s@%d (position %v): %s\n", f.Event.Stream, f.Event.Version, f.Event.Position, f.Error)
+					}
+					return nil
+				},
+			})
 		},
 	}
-	pf.register(cmd)
+	pf.register(cmd, false)
 	f := cmd.Flags()
 	f.StringVar(&hook, "webhook", "", "webhook URL to deliver to")
 	f.StringVar(&secret, "secret", "", "webhook signing secret (default $VARVE_WEBHOOK_SECRET)")
@@ -201,23 +351,40 @@ func parkedSkipCmd() *cobra.Command {
 		Short: "Drop parked events without delivering them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			match, t, err := pf.parse()
+			if err != nil {
+				return err
+			}
 			if !all && len(pf.streams) == 0 && len(pf.positions) == 0 {
-				return errors.New("say which: --stream, --position or --all")
+				return usagef("say which: --stream, --position or --all")
 			}
-			store, parked, match, err := pf.open(cmd.Context())
-			if err != nil {
-				return err
+			ctx := cmd.Context()
+			env := pf.envelope("parked skip", t)
+			skipped := []delivery.ParkedEvent{}
+			store, parked, err := pf.open(ctx, t)
+			if err == nil {
+				var got []delivery.ParkedEvent
+				got, err = parked.Skip(ctx, match)
+				skipped = append(skipped, got...)
+				store.Close()
 			}
-			defer store.Close()
-			skipped, err := parked.Skip(cmd.Context(), match)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d skipped\n", len(skipped))
-			return nil
+			runError(ctx, env, err)
+			env.Results = skipped
+			return finish(cmd, &pf.out, report{
+				env:  env,
+				rows: parkedRow(t.Label, "skipped", len(skipped), 0),
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					_, werr := fmt.Fprintf(w, "%d skipped\n", len(skipped))
+					return werr
+				},
+				csv: func(w io.Writer) error { return writeParkedCSV(w, skipped) },
+			})
 		},
 	}
-	pf.register(cmd)
+	pf.register(cmd, false)
 	cmd.Flags().BoolVar(&all, "all", false, "skip every parked event of the subscription")
 	return cmd
 }

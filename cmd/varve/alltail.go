@@ -1,0 +1,96 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/varve-go/varve"
+)
+
+func allCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "all",
+		Short: "Follow $all, the global log",
+	}
+	cmd.AddCommand(allTailCmd())
+	return cmd
+}
+
+func allTailCmd() *cobra.Command {
+	var (
+		store, after string
+		maxCount     int
+		noFollow     bool
+		system       bool
+		jsonOut      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "tail",
+		Short: "Print the events of $all as they are written",
+		Long: `tail prints the events of $all after --after (default "end": only events written from
+now on; "start": the whole log; or a position), in position order, and waits for more
+until interrupted, until --count events were printed, or, with --no-follow, until it
+reaches the end. System streams ("$parked-...") are left out unless --system is given.
+--json prints one JSON object per event (the API's event shape), a line each.` + opsStoreHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := countFlag("count", maxCount, 0, maxEvents); err != nil {
+				return err
+			}
+			t, err := resolveExisting(store)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, err := openStore(ctx, t.URL)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			pos, err := parsePosition(ctx, s, "after", after)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			lines := newEventLines(w)
+			printed := 0
+			buf := make([]varve.RecordedEvent, 0, 256)
+			for {
+				watch := s.Watch()
+				page, err := s.ReadAllPage(ctx, pos, buf[:0], varve.PageSize(256))
+				if err != nil {
+					return err
+				}
+				for _, e := range page.Events {
+					if !system && len(e.Stream) > 0 && e.Stream[0] == '$' {
+						continue
+					}
+					if jsonOut {
+						if err := lines.write(e); err != nil {
+							return err
+						}
+					} else {
+						printEvent(w, e, false)
+					}
+					if printed++; maxCount > 0 && printed >= maxCount {
+						return nil
+					}
+				}
+				pos = page.Through
+				if len(page.Events) == cap(buf) {
+					continue
+				}
+				if noFollow || !waitForEvents(ctx, watch) {
+					return ctx.Err()
+				}
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&after, "after", "end", `print the events after this position: "end", "start" or a position ("12", "7:3")`)
+	f.IntVar(&maxCount, "count", 0, "stop after printing this many events (0: no limit)")
+	f.BoolVar(&noFollow, "no-follow", false, "stop at the end of the log instead of waiting for more")
+	f.BoolVar(&system, "system", false, `include the events of system streams ("$parked-...")`)
+	f.BoolVar(&jsonOut, "json", false, "print one JSON object per event, a line each")
+	return cmd
+}

@@ -1,0 +1,622 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/delivery/webhook"
+	"github.com/varve-go/varve/subscription"
+)
+
+// DeliverConfig configures DeliverBench: a matrix of concurrent delivery,
+// with varve's per-stream order and checkpoints on.
+type DeliverConfig struct {
+	// Store is the URL of the store to fill and read, Label its name in
+	// reports.
+	Store string `json:"-"`
+	Label string `json:"-"`
+	// Transactions commits of EventsPerTx events each are appended, each
+	// commit to one of Streams streams picked at random (seeded).
+	Transactions int    `json:"transactions"`
+	EventsPerTx  int    `json:"events_per_tx"`
+	Streams      int    `json:"streams"`
+	Seed         uint64 `json:"seed"`
+	// Latencies (L) are the sink latencies: a loopback HTTP endpoint sleeps
+	// L before it answers. Each latency gets one run per worker count (C),
+	// the dispatcher's concurrency.
+	Latencies []time.Duration   `json:"latencies_ns"`
+	Workers   []int             `json:"workers"`
+	Ordering  delivery.Ordering `json:"-"`
+	// Duration caps each run; 0 means none: a run delivers everything.
+	Duration time.Duration `json:"duration_ns"`
+	// Rate caps the deliveries per second of a run; 0 means no cap.
+	Rate float64 `json:"rate"`
+	// Window and CheckpointInterval are the dispatcher's; 0 for defaults.
+	Window             int           `json:"window"`
+	CheckpointInterval time.Duration `json:"checkpoint_interval_ns"`
+	// Poison streams (the first ones) are answered 500 and so are retried
+	// and parked; 0 for none.
+	Poison int `json:"poison"`
+	// Sinks are what to measure: "http" (the webhook sink to the loopback
+	// endpoint; the default), and two baselines for the same run: "func" (a
+	// Go handler that sleeps L: the dispatcher without HTTP) and "raw-http"
+	// (C goroutines that POST a payload of the same size to the endpoint in
+	// a loop: no store, no dispatcher, no signature; the machine's HTTP
+	// ceiling).
+	Sinks []string `json:"sinks"`
+	// Log receives a line per run as it finishes; nil for none.
+	Log io.Writer `json:"-"`
+}
+
+// DeliverResult is one run of DeliverBench.
+type DeliverResult struct {
+	Store        string        `json:"store"`
+	Sink         string        `json:"sink"`
+	Ordering     string        `json:"ordering"`
+	SinkDelay    time.Duration `json:"sink_latency_ns"`
+	Workers      int           `json:"workers"`
+	Streams      int           `json:"streams"`
+	Transactions int           `json:"transactions"`
+	// Events is what the run had to deliver, Delivered what it delivered
+	// (less when the time cap or an interrupt ended it).
+	Events      int           `json:"events"`
+	Delivered   int64         `json:"delivered"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	CommitsPerS float64       `json:"commits_per_sec"`
+	EventsPerS  float64       `json:"events_per_sec"`
+	// Latency is the latency of one delivery as the dispatcher sees it:
+	// the sink's call, retries apart, waits for the rate cap excluded.
+	Latency Latency `json:"latency"`
+	// Efficiency is EventsPerS / (C / L): 1 when every worker is busy with
+	// the sink all the time.
+	Efficiency float64 `json:"efficiency"`
+	// Requests is what the endpoint served; Retries and Parked are the
+	// dispatcher's counters.
+	Requests uint64 `json:"requests"`
+	// CPUPerEvent is the process's CPU time (user + system, the loopback
+	// endpoint's included) per event.
+	CPUPerEvent time.Duration `json:"cpu_per_event_ns"`
+	Retries     uint64        `json:"retries"`
+	Parked      uint64        `json:"parked"`
+	// OrderViolations counts events the endpoint got before an earlier
+	// event of their stream (expected with ordering none).
+	OrderViolations uint64 `json:"order_violations"`
+	Checkpoint      string `json:"checkpoint"`
+	// Stopped says why the run ended: budget (all delivered), duration or
+	// interrupted.
+	Stopped string `json:"stopped"`
+	// Poison is the number of streams that always fail (parked on purpose).
+	Poison int `json:"poison_streams"`
+}
+
+func (c *DeliverConfig) withDefaults() error {
+	if c.Store == "" {
+		c.Store = "memory:"
+	}
+	if c.Transactions <= 0 || c.EventsPerTx <= 0 || c.Streams <= 0 || len(c.Latencies) == 0 || len(c.Workers) == 0 || c.Poison < 0 || c.Poison > c.Streams || c.Duration < 0 || c.Rate < 0 {
+		return fmt.Errorf("lab: deliver-bench: %w: need transactions, events per commit, streams, latencies and workers > 0, and poison within streams", varve.ErrInvalidArgument)
+	}
+	for _, l := range c.Latencies {
+		if l <= 0 {
+			return fmt.Errorf("lab: deliver-bench: %w: latency %v", varve.ErrInvalidArgument, l)
+		}
+	}
+	if len(c.Sinks) == 0 {
+		c.Sinks = []string{"http"}
+	}
+	for _, s := range c.Sinks {
+		if s != "http" && s != "func" && s != "raw-http" {
+			return fmt.Errorf("lab: deliver-bench: %w: sink %q, want http, func or raw-http", varve.ErrInvalidArgument, s)
+		}
+	}
+	for _, n := range c.Workers {
+		if n <= 0 {
+			return fmt.Errorf("lab: deliver-bench: %w: %d workers", varve.ErrInvalidArgument, n)
+		}
+	}
+	return nil
+}
+
+// DeliverBench fills a store once and then, for every latency and
+// concurrency, delivers all of it from the beginning through a
+// subscription, a dispatcher and the webhook sink to a loopback HTTP
+// endpoint that sleeps the latency; the elapsed time runs from the start of
+// the dispatcher until the checkpoint covers the last event (or the time
+// cap). When ctx ends it returns the runs so far, the cut-short one last,
+// with an error that wraps ctx's.
+func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	store, err := Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	if cfg.Label == "" {
+		cfg.Label = Redact(cfg.Store)
+	}
+	end, err := fillDeliver(ctx, store, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lab: deliver-bench interrupted while filling the store: %w", context.Cause(ctx))
+		}
+		return nil, err
+	}
+	ep, err := startEndpoint(cfg.Poison)
+	if err != nil {
+		return nil, err
+	}
+	defer ep.close()
+	var out []DeliverResult
+	for _, l := range cfg.Latencies {
+		for _, sink := range cfg.Sinks {
+			for _, c := range cfg.Workers {
+				run := deliverRun
+				if sink == "raw-http" {
+					run = rawHTTPRun
+				}
+				r, err := run(ctx, store, end, ep, cfg, sink, l, c)
+				if ctx.Err() != nil {
+					if r.Delivered > 0 {
+						out = append(out, r)
+					}
+					return out, fmt.Errorf("lab: deliver-bench interrupted: %w", context.Cause(ctx))
+				}
+				if err != nil {
+					return out, scrubErr(err)
+				}
+				out = append(out, r)
+				if cfg.Log != nil {
+					fmt.Fprintf(cfg.Log, "%s %v x %d workers: %.0f events/s, efficiency %.3f, %v, elapsed %v\n", sink, l, c, r.EventsPerS, r.Efficiency, r.Latency, r.Elapsed.Round(time.Millisecond))
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func fillDeliver(ctx context.Context, store *varve.Store, cfg DeliverConfig) (varve.Position, error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+	data := []byte(`{"order":"o-1","amount":40,"currency":"EUR"}`)
+	evs := make([]varve.Event, cfg.EventsPerTx)
+	var last varve.Position
+	for range cfg.Transactions {
+		for i := range evs {
+			evs[i] = varve.Event{Type: "BenchEvent", Data: data}
+		}
+		res, err := store.Append(ctx, fmt.Sprintf("bench-%d", rng.IntN(cfg.Streams)), varve.Any, evs...)
+		if err != nil {
+			return last, fmt.Errorf("lab: deliver-bench: fill: %w", err)
+		}
+		last = res.Position
+	}
+	return last, nil
+}
+
+func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
+	name := fmt.Sprintf("deliver-bench-%s-%v-c%d-%v", sinkKind, latency, c, cfg.Ordering)
+	res := DeliverResult{
+		Store: cfg.Label, Sink: sinkKind, Ordering: cfg.Ordering.String(), SinkDelay: latency, Poison: cfg.Poison,
+		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
+	}
+	ep.reset(latency)
+	sub, err := subscription.Open(ctx, store, subscription.Config{Name: name, Start: subscription.FromBeginning})
+	if err != nil {
+		return res, err
+	}
+	var next delivery.Sink = ep.handler(latency)
+	if sinkKind == "http" {
+		hook, err := webhook.New(webhook.Config{
+			URL: ep.url, Secret: []byte("deliver-bench"), MaxConcurrency: c, Timeout: max(10*time.Second, 10*latency),
+		})
+		if err != nil {
+			return res, err
+		}
+		defer hook.Close()
+		next = hook
+	}
+	sink := &timedSink{next: next, h: NewHistogram()}
+	if cfg.Rate > 0 {
+		sink.pace = newPaced(ctx, cfg.Rate, cfg.Duration)
+		defer sink.pace.stop()
+	}
+	d, err := delivery.New(sub, sink, delivery.Config{
+		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
+		Retry:  delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return res, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	began := time.Now()
+	cpu, _ := processCPU()
+	go func() { done <- d.Run(runCtx) }()
+	waitCtx, cancelWait := ctx, context.CancelFunc(func() {})
+	if cfg.Duration > 0 {
+		waitCtx, cancelWait = context.WithTimeout(ctx, cfg.Duration)
+	}
+	werr := d.WaitFor(waitCtx, end)
+	capped := werr != nil && ctx.Err() == nil && waitCtx.Err() != nil
+	cancelWait()
+	res.Elapsed = time.Since(began)
+	stop()
+	err = <-done
+	res.Stopped = "budget"
+	switch {
+	case ctx.Err() != nil:
+		res.Stopped = "interrupted"
+	case capped:
+		res.Stopped = "duration"
+	case err != nil || werr != nil:
+		return res, fmt.Errorf("lab: deliver-bench %v x %d workers: %w", latency, c, errors.Join(werr, err))
+	}
+	st := d.Stats()
+	sink.mu.Lock()
+	res.Latency = LatencyOf(sink.h)
+	res.Delivered = sink.ok
+	sink.mu.Unlock()
+	if res.Stopped == "budget" {
+		res.Delivered = int64(res.Events)
+	}
+	if now, ok := processCPU(); ok && res.Delivered > 0 {
+		res.CPUPerEvent = (now - cpu) / time.Duration(res.Delivered)
+	}
+	sec := res.Elapsed.Seconds()
+	res.CommitsPerS = float64(res.Delivered) / float64(cfg.EventsPerTx) / sec
+	res.EventsPerS = float64(res.Delivered) / sec
+	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
+	res.Requests, res.OrderViolations = ep.requests.Load(), ep.violations.Load()
+	res.Retries, res.Parked = st.Retries, st.Parked
+	res.Checkpoint = st.Saved.String()
+	return res, nil
+}
+
+// rawHTTPRun posts T*E payloads to the endpoint from C goroutines, with a
+// client tuned like the webhook's: the HTTP ceiling of the machine.
+func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
+	res := DeliverResult{
+		Store: "-", Sink: sinkKind, Ordering: "-", SinkDelay: latency,
+		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	var pace *paced
+	if cfg.Rate > 0 {
+		pace = newPaced(runCtx, cfg.Rate, 0)
+		defer pace.stop()
+	}
+	ep.reset(latency)
+	body := delivery.AppendPayload(nil, delivery.Delivery{
+		Subscription: "raw-http", Key: "raw-http:1", Attempt: 1,
+		Event: varve.RecordedEvent{ID: varve.NewEventID(), Type: "BenchEvent", Stream: "raw", Version: 1,
+			Position: varve.Position{Seq: 1}, RecordedAt: time.Now(), Data: []byte(`{"order":"o-1","amount":40,"currency":"EUR"}`)},
+	})
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxConnsPerHost, t.MaxIdleConnsPerHost = c, c
+	defer t.CloseIdleConnections()
+	client := &http.Client{Transport: t}
+	h := NewHistogram()
+	var (
+		mu    sync.Mutex
+		left  atomic.Int64
+		wg    sync.WaitGroup
+		first error
+		sent  int64
+	)
+	left.Store(int64(res.Events))
+	began := time.Now()
+	cpu, _ := processCPU()
+	for range c {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 && runCtx.Err() == nil {
+				if pace != nil {
+					if ok, _ := pace.wait(); !ok {
+						return
+					}
+				}
+				t0 := time.Now()
+				req, err := http.NewRequestWithContext(runCtx, http.MethodPost, ep.url, bytes.NewReader(body))
+				if err == nil {
+					req.Header.Set("Content-Type", "application/json")
+					var resp *http.Response
+					if resp, err = client.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+				el := time.Since(t0)
+				if runCtx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				_ = h.RecordValue(int64(el))
+				sent++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(began)
+	res.Delivered = sent
+	res.Stopped = "budget"
+	switch {
+	case ctx.Err() != nil:
+		res.Stopped = "interrupted"
+	case runCtx.Err() != nil:
+		res.Stopped = "duration"
+	}
+	if now, ok := processCPU(); ok && res.Delivered > 0 {
+		res.CPUPerEvent = (now - cpu) / time.Duration(res.Delivered)
+	}
+	if first != nil {
+		return res, fmt.Errorf("lab: deliver-bench raw-http %v x %d workers: %w", latency, c, first)
+	}
+	sec := res.Elapsed.Seconds()
+	res.CommitsPerS = float64(res.Delivered) / float64(cfg.EventsPerTx) / sec
+	res.EventsPerS = float64(res.Delivered) / sec
+	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
+	res.Latency = LatencyOf(h)
+	res.Requests = ep.requests.Load()
+	return res, nil
+}
+
+// timedSink records how long each delivery takes, and counts the ones
+// that succeeded; under a rate cap a delivery first waits for its turn.
+type timedSink struct {
+	next delivery.Sink
+	pace *paced
+	mu   sync.Mutex
+	h    *hdrhistogram.Histogram
+	ok   int64
+}
+
+func (s *timedSink) Deliver(ctx context.Context, d delivery.Delivery) error {
+	if s.pace != nil {
+		if ok, err := s.pace.wait(); !ok {
+			if err == nil {
+				err = context.DeadlineExceeded // the time cap passed
+			}
+			return err
+		}
+	}
+	t := time.Now()
+	err := s.next.Deliver(ctx, d)
+	el := time.Since(t)
+	s.mu.Lock()
+	_ = s.h.RecordValue(int64(el))
+	if err == nil {
+		s.ok++
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// endpoint is the HTTP sink of the bench: it sleeps the latency, answers
+// 500 for poison streams and counts events that overtake an earlier event
+// of their stream.
+type endpoint struct {
+	srv        *http.Server
+	served     chan struct{}
+	url        string
+	poison     int
+	latency    atomic.Int64
+	requests   atomic.Uint64
+	violations atomic.Uint64
+	mu         sync.Mutex
+	last       map[string]varve.Version
+}
+
+func startEndpoint(poison int) (*endpoint, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("lab: deliver-bench: listen: %w", err)
+	}
+	ep := &endpoint{url: "http://" + ln.Addr().String() + "/events", poison: poison, last: map[string]varve.Version{}, served: make(chan struct{})}
+	ep.srv = &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(ep.served)
+		_ = ep.srv.Serve(ln)
+	}()
+	return ep, nil
+}
+
+func (ep *endpoint) reset(latency time.Duration) {
+	ep.latency.Store(int64(latency))
+	ep.requests.Store(0)
+	ep.violations.Store(0)
+	ep.mu.Lock()
+	clear(ep.last)
+	ep.mu.Unlock()
+}
+
+func (ep *endpoint) close() {
+	ep.srv.Close()
+	<-ep.served
+}
+
+func (ep *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "read failed", http.StatusServiceUnavailable)
+		return
+	}
+	stream, version, err := streamVersion(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	time.Sleep(time.Duration(ep.latency.Load()))
+	if !ep.accept(stream, version) {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handler is the endpoint as a Go sink, without HTTP.
+func (ep *endpoint) handler(latency time.Duration) delivery.Sink {
+	return delivery.SinkFunc(func(ctx context.Context, d delivery.Delivery) error {
+		t := time.NewTimer(latency)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if !ep.accept(d.Event.Stream, d.Event.Version) {
+			return errors.New("poison stream")
+		}
+		return nil
+	})
+}
+
+// accept counts a request and reports whether it succeeds; it counts order
+// violations of the ones that do.
+func (ep *endpoint) accept(stream string, version varve.Version) bool {
+	ep.requests.Add(1)
+	if ep.poison > 0 && isPoison(stream, ep.poison) {
+		return false
+	}
+	ep.mu.Lock()
+	if last := ep.last[stream]; version != last+1 && version > last {
+		ep.violations.Add(1)
+	}
+	ep.last[stream] = max(ep.last[stream], version)
+	ep.mu.Unlock()
+	return true
+}
+
+// streamVersion reads the stream and version of a payload. It looks them up
+// where delivery.AppendPayload writes them and decodes the JSON only when
+// that fails, so the endpoint costs little CPU.
+func streamVersion(body []byte) (string, varve.Version, error) {
+	if _, rest, ok := bytes.Cut(body, []byte(`,"stream":"`)); ok {
+		if stream, rest, ok := bytes.Cut(rest, []byte(`","version":`)); ok && bytes.IndexByte(stream, '\\') < 0 {
+			end := 0
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			if v, err := strconv.ParseUint(string(rest[:end]), 10, 64); err == nil {
+				return string(stream), v, nil
+			}
+		}
+	}
+	var p delivery.Payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return "", 0, fmt.Errorf("bad payload: %w", err)
+	}
+	return p.Stream, p.Version, nil
+}
+
+func isPoison(stream string, n int) bool {
+	var i int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(stream, "bench-"), "%d", &i); err != nil {
+		return false
+	}
+	return i < n
+}
+
+// PrintDeliverTable writes one table per sink and latency.
+func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
+	var b strings.Builder
+	var t *textTable
+	few := false
+	flush := func() {
+		if t != nil {
+			t.write(&b)
+		}
+	}
+	lastL, lastSink := time.Duration(-1), ""
+	for _, r := range rs {
+		if r.SinkDelay != lastL || r.Sink != lastSink {
+			flush()
+			if lastSink != "" {
+				b.WriteString("\n")
+			}
+			lastL, lastSink = r.SinkDelay, r.Sink
+			fmt.Fprintf(&b, "%s sink, %v per request, ordering %s, %s commits x %d events over %s streams, store %s\n",
+				r.Sink, r.SinkDelay, r.Ordering, groupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), groupDigits(float64(r.Streams)), r.Store)
+			t = &textTable{header: append(append([]string{"WORKERS", "EVENTS/S", "EFFICIENCY"}, LatencyHead...),
+				"ELAPSED", "CPU/EVENT", "RETRIES", "PARKED", "ORDER ERRS", "STOPPED"), left: 0}
+		}
+		few = few || r.Latency.FewSamples && r.Latency.Samples > 0
+		row := []string{strconv.Itoa(r.Workers), groupDigits(r.EventsPerS), fmt.Sprintf("%.3f", r.Efficiency)}
+		row = append(row, latencyCells(r.Latency)...)
+		row = append(row, fmtDur(r.Elapsed), fmtDur(r.CPUPerEvent), strconv.FormatUint(r.Retries, 10), strconv.FormatUint(r.Parked, 10),
+			strconv.FormatUint(r.OrderViolations, 10), r.Stopped)
+		t.add(row...)
+	}
+	flush()
+	if few {
+		b.WriteString(FewSamplesNote + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// DeliverDetail is what a deliver-bench row holds beyond the shared fields.
+type DeliverDetail struct {
+	Sink            string        `json:"sink"`
+	Ordering        string        `json:"ordering"`
+	SinkDelay       time.Duration `json:"sink_latency_ns"`
+	Workers         int           `json:"workers"`
+	Events          int           `json:"events"`
+	CommitsPerS     float64       `json:"commits_per_sec"`
+	Requests        uint64        `json:"requests"`
+	CPUPerEvent     time.Duration `json:"cpu_per_event_ns"`
+	Retries         uint64        `json:"retries"`
+	Parked          uint64        `json:"parked"`
+	OrderViolations uint64        `json:"order_violations"`
+	Checkpoint      string        `json:"checkpoint"`
+}
+
+// Rows returns a row per run. A run's errors are the events that reached
+// the sink out of their stream's order under per-stream ordering, and the
+// events parked although no stream was poisoned; its ratio is the
+// efficiency.
+func DeliverRows(rs []DeliverResult) []Row {
+	rows := []Row{}
+	for _, r := range rs {
+		row := Row{Store: r.Store, Name: fmt.Sprintf("%s %v x %d workers", r.Sink, r.SinkDelay, r.Workers), Unit: "events",
+			Count: r.Delivered, Rate: r.EventsPerS, Elapsed: r.Elapsed, Latency: r.Latency, Ratio: ratioPtr(r.Efficiency), Stopped: r.Stopped,
+			Detail: DeliverDetail{Sink: r.Sink, Ordering: r.Ordering, SinkDelay: r.SinkDelay, Workers: r.Workers, Events: r.Events,
+				CommitsPerS: r.CommitsPerS, Requests: r.Requests, CPUPerEvent: r.CPUPerEvent, Retries: r.Retries, Parked: r.Parked,
+				OrderViolations: r.OrderViolations, Checkpoint: r.Checkpoint}}
+		if r.Ordering == delivery.PerStream.String() {
+			row.Errors += int64(r.OrderViolations)
+		}
+		if r.Poison == 0 {
+			row.Errors += int64(r.Parked)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}

@@ -1,0 +1,202 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MemSample is one reading of the process's memory.
+type MemSample struct {
+	At          time.Duration `json:"at_ns"` // since the monitor started
+	HeapAlloc   uint64        `json:"heap_alloc"`
+	HeapLive    uint64        `json:"heap_live"` // live heap as of the last GC
+	HeapObjects uint64        `json:"heap_objects"`
+	TotalAlloc  uint64        `json:"total_alloc"`
+	Sys         uint64        `json:"sys"`
+	NumGC       uint32        `json:"num_gc"`
+	PauseTotal  time.Duration `json:"gc_pause_total_ns"`
+	Goroutines  int           `json:"goroutines"`
+	RSS         uint64        `json:"rss"`
+	Ops         int64         `json:"ops"` // operations done so far
+}
+
+// ReadMem takes a sample now.
+func ReadMem() MemSample {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	s := MemSample{
+		HeapAlloc: ms.HeapAlloc, HeapObjects: ms.HeapObjects, TotalAlloc: ms.TotalAlloc, Sys: ms.Sys,
+		NumGC: ms.NumGC, PauseTotal: time.Duration(ms.PauseTotalNs), Goroutines: runtime.NumGoroutine(), RSS: rss(),
+	}
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		s.HeapLive = live[0].Value.Uint64()
+	}
+	return s
+}
+
+// rss reads the resident set size from /proc/self/status; 0 where there is none.
+func rss() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// Monitor samples memory every interval until ctx ends, calling each with
+// every sample; ops reports the operations done so far. It returns every
+// sample taken, the last one at the moment ctx ended.
+func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each func(MemSample)) []MemSample {
+	start := time.Now()
+	take := func() MemSample {
+		s := ReadMem()
+		s.At = time.Since(start)
+		if ops != nil {
+			s.Ops = ops()
+		}
+		return s
+	}
+	samples := []MemSample{take()}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return append(samples, take())
+		case <-t.C:
+			s := take()
+			samples = append(samples, s)
+			if each != nil {
+				each(s)
+			}
+		}
+	}
+}
+
+// Slope fits a least-squares line through (x, y) and returns its slope.
+func Slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	if len(xs) < 2 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d
+}
+
+// Trend is the fitted growth of one memory figure over the second half of a
+// run.
+type Trend struct {
+	Name          string  `json:"name"`
+	Mean          float64 `json:"mean_bytes"`
+	SlopePerMin   float64 `json:"slope_bytes_per_min"`
+	PctPer10Min   float64 `json:"pct_of_mean_per_10min"`
+	ThresholdPct  float64 `json:"threshold_pct_per_10min"`
+	MinSlope      float64 `json:"min_slope_bytes_per_min"`
+	ExceedsThresh bool    `json:"flagged"`
+}
+
+// Verdict statuses.
+const (
+	Flat         = "flat"
+	Growing      = "growing"
+	Insufficient = "insufficient data"
+)
+
+// MinJudgedSamples is the least number of samples in the judged half of a
+// run.
+const MinJudgedSamples = 10
+
+// Verdict says whether memory stayed flat.
+type Verdict struct {
+	// Status is flat, growing or insufficient data; Flat is Status == flat.
+	Status           string        `json:"status"`
+	Flat             bool          `json:"flat"`
+	Trends           []Trend       `json:"trends"`
+	GoroutinesMid    int           `json:"goroutines_mid"`
+	GoroutinesEnd    int           `json:"goroutines_end"`
+	GoroutineGrowth  bool          `json:"goroutine_growth"`
+	SamplesEvaluated int           `json:"samples_evaluated"`
+	Span             time.Duration `json:"span_ns"`
+	MinSpan          time.Duration `json:"min_span_ns"`
+}
+
+// Judge fits the live heap and the RSS over the second half of the samples
+// and flags a figure whose slope, projected over 10 minutes, exceeds
+// thresholdPct percent of its mean and minSlope bytes per minute. The floor
+// keeps a tiny heap's jitter from counting as growth: 1% of a 1 MiB heap is
+// noise. The live heap (as of the last GC) is used instead of the
+// allocated heap, which saws up and down between collections. Goroutines
+// growing by more than 2 between the middle and the end of the run are
+// flagged too. A second half of fewer than MinJudgedSamples samples, or
+// spanning less than minSpan, gives no verdict: "insufficient data".
+func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Duration) Verdict {
+	half := samples[len(samples)/2:]
+	v := Verdict{SamplesEvaluated: len(half), MinSpan: minSpan}
+	if len(half) > 0 {
+		v.Span = half[len(half)-1].At - half[0].At
+	}
+	if len(half) < MinJudgedSamples || v.Span < minSpan {
+		v.Status = Insufficient
+		return v
+	}
+	v.Status = Flat
+	xs := make([]float64, len(half))
+	for i, s := range half {
+		xs[i] = s.At.Minutes()
+	}
+	for _, fig := range []struct {
+		name string
+		get  func(MemSample) uint64
+	}{{"heap_live", func(s MemSample) uint64 { return s.HeapLive }}, {"rss", func(s MemSample) uint64 { return s.RSS }}} {
+		ys := make([]float64, len(half))
+		var sum float64
+		for i, s := range half {
+			ys[i] = float64(fig.get(s))
+			sum += ys[i]
+		}
+		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), SlopePerMin: Slope(xs, ys), ThresholdPct: thresholdPct, MinSlope: minSlope}
+		if t.Mean > 0 {
+			t.PctPer10Min = 100 * t.SlopePerMin * 10 / t.Mean
+		}
+		t.ExceedsThresh = t.PctPer10Min > thresholdPct && t.SlopePerMin > minSlope
+		if t.ExceedsThresh {
+			v.Status = Growing
+		}
+		v.Trends = append(v.Trends, t)
+	}
+	v.GoroutinesMid, v.GoroutinesEnd = half[0].Goroutines, half[len(half)-1].Goroutines
+	if v.GoroutinesEnd > v.GoroutinesMid+2 {
+		v.GoroutineGrowth, v.Status = true, Growing
+	}
+	v.Flat = v.Status == Flat
+	return v
+}

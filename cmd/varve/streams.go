@@ -1,0 +1,353 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/server"
+)
+
+// maxListAll bounds the streams `streams ls --all` prints.
+const maxListAll = 1_000_000
+
+func streamsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "streams",
+		Short: "List streams, show one with its events, or tail one",
+		Long:  "streams ls, show and tail read a store's streams; they change nothing." + opsStoreHelp,
+	}
+	cmd.AddCommand(streamsLsCmd(), streamsShowCmd(), streamsTailCmd())
+	return cmd
+}
+
+func streamsLsCmd() *cobra.Command {
+	var (
+		store, prefix, after string
+		limit                int
+		system, all          bool
+		out                  outputs
+	)
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List streams by id prefix, in byte order",
+		Long: `ls lists the streams whose ids begin with --prefix, in byte order of their ids, with
+their version, last position, update time and state (live, deleted, tombstoned).
+System streams ("$parked-...") are left out unless --system is given or the prefix
+begins with "$". --limit bounds the page; the next page starts --after the last id
+printed (the table's last line says so), or --all prints every page.` + opsStoreHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if err := countFlag("limit", limit, 1, varve.MaxListLimit); err != nil {
+				return err
+			}
+			t, err := resolveExisting(store)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env := opsEnvelope("streams ls", t, map[string]any{"prefix": prefix, "after": after, "limit": limit, "system": system, "all": all})
+			list := []server.Stream{}
+			next := ""
+			s, err := openStore(ctx, t.URL)
+			if err == nil {
+				q := varve.ListQuery{Prefix: prefix, After: after, Limit: limit}
+				for {
+					var page varve.StreamPage
+					page, err = s.Streams().List(ctx, q, system)
+					if err != nil {
+						break
+					}
+					for _, info := range page.Streams {
+						list = append(list, server.StreamOf(info))
+					}
+					next = page.Next
+					if !all || next == "" || len(list) >= maxListAll {
+						break
+					}
+					q.After = next
+				}
+				s.Close()
+			}
+			if errors.Is(err, varve.ErrNotSupported) {
+				err = fmt.Errorf("%s cannot list its streams: %w", t.Label, err)
+			}
+			runError(ctx, env, err)
+			env.Results = list
+			return finish(cmd, &out, report{
+				env:  env,
+				rows: countRow(t.Label, "streams", "streams", len(list)),
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					return printStreams(w, list, next)
+				},
+				csv: func(w io.Writer) error { return writeStreamsCSV(w, list) },
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&prefix, "prefix", "", "only streams whose ids begin with this")
+	f.StringVar(&after, "after", "", "start after this stream id (the last one of the previous page)")
+	f.IntVar(&limit, "limit", 100, "streams per page")
+	f.BoolVar(&all, "all", false, "print every page, not only the first")
+	f.BoolVar(&system, "system", false, `include system streams ("$parked-...")`)
+	out.register(f, false)
+	return cmd
+}
+
+func state(s server.Stream) string {
+	switch {
+	case s.Tombstoned:
+		return "tombstoned"
+	case s.Deleted:
+		return "deleted"
+	}
+	return "live"
+}
+
+func printStreams(w io.Writer, list []server.Stream, next string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tVERSION\tLAST POSITION\tUPDATED\tSTATE")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.Stream, s.Version, s.LastPosition, s.UpdatedAt.Format(time.RFC3339), state(s))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		_, err := fmt.Fprintf(w, "%d streams; more follow: --after %s\n", len(list), strconv.Quote(next))
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d streams\n", len(list))
+	return err
+}
+
+func writeStreamsCSV(w io.Writer, list []server.Stream) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"stream", "version", "last_position", "created_at", "updated_at", "state"})
+	for _, s := range list {
+		_ = cw.Write([]string{s.Stream, strconv.FormatUint(s.Version, 10), s.LastPosition.String(),
+			s.CreatedAt.Format(time.RFC3339Nano), s.UpdatedAt.Format(time.RFC3339Nano), state(s)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func streamsShowCmd() *cobra.Command {
+	var (
+		store     string
+		from      uint64
+		limit     int
+		backward  bool
+		out       outputs
+		noMetaOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show STREAM",
+		Short: "Show a stream's info and a page of its events, data pretty-printed",
+		Long: `show prints a stream's version, positions, times and state, then --limit events from
+its start (or from --from), or from its end with --backward; JSON data and metadata
+are pretty-printed.` + opsStoreHelp,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if err := countFlag("limit", limit, 1, varve.MaxListLimit); err != nil {
+				return err
+			}
+			id := args[0]
+			t, err := resolveExisting(store)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env := opsEnvelope("streams show", t, map[string]any{"stream": id, "from": from, "limit": limit, "backward": backward})
+			var (
+				info   varve.StreamInfo
+				events []varve.RecordedEvent
+			)
+			s, err := openStore(ctx, t.URL)
+			if err == nil {
+				info, err = s.StreamInfo(ctx, id)
+				if err == nil && !info.Deleted {
+					opts := []varve.StreamOption{varve.Limit(limit), varve.From(from)}
+					if backward {
+						opts = append(opts, varve.ReadBackward())
+					}
+					for e, rerr := range s.ReadStream(ctx, id, opts...) {
+						if rerr != nil {
+							err = rerr
+							break
+						}
+						events = append(events, e)
+					}
+				}
+				s.Close()
+			}
+			runError(ctx, env, err)
+			evs := make([]server.Event, len(events))
+			for i, e := range events {
+				evs[i] = server.EventOf(e)
+			}
+			env.Results = map[string]any{"stream": server.StreamOf(info), "events": evs}
+			return finish(cmd, &out, report{
+				env:  env,
+				rows: countRow(t.Label, id, "events", len(events)),
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					si := server.StreamOf(info)
+					fmt.Fprintf(w, "stream %s: version %d, last position %s, %s\ncreated %s, updated %s\n\n", info.Stream, info.Version,
+						info.LastPosition, state(si), info.CreatedAt.Format(time.RFC3339), info.UpdatedAt.Format(time.RFC3339))
+					for _, e := range events {
+						printEvent(w, e, !noMetaOut)
+					}
+					_, werr := fmt.Fprintf(w, "%d events\n", len(events))
+					return werr
+				},
+				csv: func(w io.Writer) error { return writeEventsCSV(w, events) },
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.Uint64Var(&from, "from", 0, "first version to show (0: the first, or the last with --backward)")
+	f.IntVar(&limit, "limit", 20, "events to show")
+	f.BoolVar(&backward, "backward", false, "newest first")
+	f.BoolVar(&noMetaOut, "no-metadata", false, "leave the events' metadata out of the table")
+	out.register(f, false)
+	return cmd
+}
+
+func writeEventsCSV(w io.Writer, events []varve.RecordedEvent) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"stream", "version", "position", "type", "id", "recorded_at", "data", "metadata"})
+	for _, e := range events {
+		_ = cw.Write([]string{e.Stream, strconv.FormatUint(e.Version, 10), e.Position.String(), e.Type, e.ID.String(),
+			e.RecordedAt.Format(time.RFC3339Nano), string(e.Data), string(e.Metadata)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func streamsTailCmd() *cobra.Command {
+	var (
+		store    string
+		n        int
+		follow   bool
+		jsonOut  bool
+		maxCount int
+	)
+	cmd := &cobra.Command{
+		Use:   "tail STREAM",
+		Short: "Print a stream's last events, and with -f the ones appended after",
+		Long: `tail prints the last -n events of a stream, oldest first, like tail(1); with -f it
+then prints the events appended to the stream until interrupted (or until --count
+events were printed). --json prints one JSON object per event (the API's event shape),
+a line each, instead of the text.` + opsStoreHelp,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := countFlag("lines", n, 0, varve.MaxListLimit); err != nil {
+				return err
+			}
+			if err := countFlag("count", maxCount, 0, maxEvents); err != nil {
+				return err
+			}
+			t, err := resolveExisting(store)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, err := openStore(ctx, t.URL)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			w := cmd.OutOrStdout()
+			lines := newEventLines(w)
+			printed := 0
+			emit := func(e varve.RecordedEvent) error {
+				printed++
+				if jsonOut {
+					return lines.write(e)
+				}
+				printEvent(w, e, false)
+				return nil
+			}
+			id := args[0]
+			var last varve.Version
+			if n > 0 {
+				var tailEvents []varve.RecordedEvent
+				for e, err := range s.ReadStream(ctx, id, varve.ReadBackward(), varve.Limit(n)) {
+					if err != nil {
+						return err
+					}
+					tailEvents = append(tailEvents, e)
+				}
+				for i := len(tailEvents) - 1; i >= 0; i-- {
+					if err := emit(tailEvents[i]); err != nil {
+						return err
+					}
+				}
+				if len(tailEvents) > 0 {
+					last = tailEvents[0].Version
+				}
+			}
+			if !follow {
+				return nil
+			}
+			if last == 0 {
+				info, err := s.StreamInfo(ctx, id)
+				if err != nil && !errors.Is(err, varve.ErrStreamNotFound) {
+					return err
+				}
+				last = info.Version
+			}
+			for maxCount == 0 || printed < maxCount {
+				watch := s.Watch()
+				got := 0
+				for e, err := range s.ReadStream(ctx, id, varve.From(last+1)) {
+					if errors.Is(err, varve.ErrStreamNotFound) {
+						break
+					}
+					if err != nil {
+						return err
+					}
+					if err := emit(e); err != nil {
+						return err
+					}
+					last, got = e.Version, got+1
+					if maxCount > 0 && printed >= maxCount {
+						return nil
+					}
+				}
+				if got == 0 && !waitForEvents(ctx, watch) {
+					return ctx.Err()
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.IntVarP(&n, "lines", "n", 10, "how many of the last events to print first")
+	f.BoolVarP(&follow, "follow", "f", false, "then print the events appended to the stream, until interrupted")
+	f.IntVar(&maxCount, "count", 0, "stop after printing this many events (0: no limit)")
+	f.BoolVar(&jsonOut, "json", false, "print one JSON object per event, a line each")
+	return cmd
+}

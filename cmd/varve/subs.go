@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/server"
+)
+
+func subsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "subs",
+		Short: "List consumers with their checkpoints, lag and parked events; move a checkpoint",
+		Long: `A store keeps no registry of consumers. What it keeps: checkpoints (named positions;
+a subscription's checkpoint has its name) and the events a delivery subscription
+parked (in the system stream "$parked-<name>"). subs shows both, merged by name.` + opsStoreHelp,
+	}
+	cmd.AddCommand(subsLsCmd(), subsResetCmd())
+	return cmd
+}
+
+func subsLsCmd() *cobra.Command {
+	var (
+		store, prefix string
+		lagLimit      int
+		out           outputs
+	)
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List consumers: checkpoint, lag behind $all, state, parked events",
+		Long: `ls lists the consumers whose names begin with --prefix: each checkpoint and each
+delivery subscription with parked events, with its checkpoint, its lag (the events of
+$all after the checkpoint that a subscription delivers, counted up to --lag-limit),
+whether it is caught up, and how many of its events are parked. Whether a consumer is
+running, the store does not know. The rows that --check sees are the consumers, count
+being the lag: --check 'count<1000' fails when one lags 1,000 events or more.` + opsStoreHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if err := countFlag("lag-limit", lagLimit, 0, maxEvents); err != nil {
+				return err
+			}
+			t, err := resolveExisting(store)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env := opsEnvelope("subs ls", t, map[string]any{"prefix": prefix, "lag_limit": lagLimit})
+			list := []server.Consumer{}
+			var last varve.Position
+			s, err := openStore(ctx, t.URL)
+			if err == nil {
+				if last, err = s.LastPosition(ctx); err == nil {
+					list, err = server.Consumers(ctx, s, prefix, lagLimit)
+				}
+				s.Close()
+			}
+			runError(ctx, env, err)
+			env.Results = list
+			env.Details = map[string]any{"last_position": last}
+			rows := []lab.Row{}
+			for _, c := range list {
+				rows = append(rows, lab.Row{Store: t.Label, Name: c.Name, Unit: "events behind", Count: int64(c.Lag), Stopped: "budget",
+					Detail: map[string]any{"parked": c.Parked, "lag_more": c.LagMore}})
+			}
+			return finish(cmd, &out, report{
+				env:  env,
+				rows: rows,
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					return printConsumers(w, list, last, lagLimit)
+				},
+				csv: func(w io.Writer) error { return writeConsumersCSV(w, list) },
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&prefix, "prefix", "", "only consumers whose names begin with this")
+	f.IntVar(&lagLimit, "lag-limit", server.DefaultLagLimit, "count at most this many events of each lag")
+	out.register(f, false)
+	return cmd
+}
+
+func lagText(c server.Consumer, limit int) string {
+	switch {
+	case c.Checkpoint == nil:
+		return "-"
+	case c.LagMore:
+		return "> " + strconv.Itoa(limit)
+	}
+	return strconv.Itoa(c.Lag)
+}
+
+func consumerState(c server.Consumer) string {
+	switch {
+	case c.Checkpoint == nil:
+		return "no checkpoint"
+	case c.CaughtUp:
+		return "caught up"
+	}
+	return "behind"
+}
+
+func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, limit int) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCHECKPOINT\tLAG\tSTATE\tPARKED")
+	for _, c := range list {
+		cp := "none"
+		if c.Checkpoint != nil {
+			cp = c.Checkpoint.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.Name, cp, lagText(c, limit), consumerState(c), c.Parked)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d consumers; $all ends at %s\n", len(list), last)
+	return err
+}
+
+func writeConsumersCSV(w io.Writer, list []server.Consumer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"name", "checkpoint", "lag", "lag_more", "caught_up", "parked"})
+	for _, c := range list {
+		cp := ""
+		if c.Checkpoint != nil {
+			cp = c.Checkpoint.String()
+		}
+		_ = cw.Write([]string{c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// confirmIn is where subs reset reads its confirmation; tests replace it.
+var confirmIn io.Reader = os.Stdin
+
+func subsResetCmd() *cobra.Command {
+	var (
+		store, to string
+		yes       bool
+		out       outputs
+	)
+	cmd := &cobra.Command{
+		Use:   "reset NAME --to POS",
+		Short: "Move a consumer's checkpoint (asks first)",
+		Long: `reset saves a consumer's checkpoint at --to: "start" (the consumer gets every event
+again), "end" (it skips everything written so far) or a position no later than the end
+of $all. It asks for the consumer's name on stdin before it writes (a script may pipe
+the name in) and writes nothing without it; --yes skips the question. Stop the consumer
+first: a running one
+saves its own position over the new one. A consumer the store does not know is an
+error (exit 1).` + opsStoreHelp,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if to == "" {
+				return usagef(`--to: say where: "start", "end" or a position`)
+			}
+			name := args[0]
+			if err := varve.CheckName(name); err != nil {
+				return usage(fmt.Errorf("subscription name: %w", err))
+			}
+			t, err := resolveExisting(store)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env := opsEnvelope("subs reset", t, map[string]any{"subscription": name, "to": to})
+			var from, target *varve.Position
+			// reset does the work; an error of its goes into the envelope,
+			// but a bad --to is a usage error.
+			reset := func() error {
+				s, err := openStore(ctx, t.URL)
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				c, _, err := server.InspectConsumer(ctx, s, name, -1)
+				if err != nil {
+					return err
+				}
+				from = c.Checkpoint
+				last, err := s.LastPosition(ctx)
+				if err != nil {
+					return err
+				}
+				p, err := server.ResetTarget(to, last)
+				if err != nil {
+					return usage(fmt.Errorf("--to %w", err))
+				}
+				if !yes {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Move the checkpoint of %q on %s from %s to %s ($all ends at %s)?\nType the name to confirm: ",
+						name, t.Label, positionText(from), p, last)
+					line, _ := bufio.NewReader(confirmIn).ReadString('\n')
+					if strings.TrimSpace(line) != name {
+						return fmt.Errorf("not confirmed: the checkpoint of %q stays at %s", name, positionText(from))
+					}
+				}
+				if err := s.Checkpoints().Save(ctx, name, p); err != nil {
+					return err
+				}
+				target = &p
+				return nil
+			}
+			err = reset()
+			var ee *exitError
+			if errors.As(err, &ee) && ee.code == exitUsage {
+				return err
+			}
+			runError(ctx, env, err)
+			env.Results = map[string]any{"subscription": name, "from": from, "to": target}
+			return finish(cmd, &out, report{
+				env:  env,
+				rows: countRow(t.Label, name, "checkpoints", 1),
+				text: func(w io.Writer) error {
+					if err != nil {
+						return nil
+					}
+					_, werr := fmt.Fprintf(w, "checkpoint of %s: %s -> %s\n", name, positionText(from), target)
+					return werr
+				},
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&to, "to", "", `where to move the checkpoint: "start", "end" or a position ("12", "7:3")`)
+	f.BoolVarP(&yes, "yes", "y", false, "do not ask")
+	out.register(f, false)
+	return cmd
+}
+
+func positionText(p *varve.Position) string {
+	if p == nil {
+		return "none"
+	}
+	return p.String()
+}
