@@ -1,0 +1,150 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit", DefaultPageLimit, 1, MaxPageLimit)
+	if err != nil {
+		return err
+	}
+	after, err := positionParam(q, "after", varve.Start, func() (varve.Position, error) { return s.store.LastPosition(r.Context()) })
+	if err != nil {
+		return err
+	}
+	page, err := s.store.ReadAllPage(r.Context(), after, nil, varve.PageSize(limit))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"events": eventsJSON(page.Events), "through": page.Through})
+}
+
+// tailPage is how many events a live tail reads at a time.
+const tailPage = 256
+
+// tail follows $all as Server-Sent Events: an "event" event per event of
+// the log, whose id is its position, so that a client that reconnects
+// with Last-Event-ID resumes after the last event it got, and a comment
+// every Config.Heartbeat while nothing happens. It starts after the
+// position of the after parameter (default: the end of the log) or of
+// Last-Event-ID. Each follower reads $all itself, woken by the store's
+// Watch (or polling): the order and completeness of its events are the
+// store's guarantee for any reader. A client that stops reading is
+// dropped when a write has waited Config.RequestTimeout.
+func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "after")
+	if err != nil {
+		return err
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		q.Set("after", id)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.life, cancel)()
+	startCtx, startCancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer startCancel()
+	after, err := positionParam(q, "after", varve.Position{}, func() (varve.Position, error) { return s.store.LastPosition(startCtx) })
+	if err == nil && q.Get("after") == "" {
+		after, err = s.store.LastPosition(startCtx)
+	}
+	if err != nil {
+		return err
+	}
+	if s.life.Err() != nil {
+		return &apiError{status: http.StatusServiceUnavailable, code: "shutting_down", msg: "the server is shutting down"}
+	}
+	if n := s.followers.Add(1); n > int64(s.cfg.MaxFollowers) {
+		s.followers.Add(-1)
+		return &apiError{status: http.StatusServiceUnavailable, code: "too_many_followers", msg: fmt.Sprintf("the server already serves %d live tails, its limit", s.cfg.MaxFollowers)}
+	}
+	defer s.followers.Add(-1)
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := bufio.NewWriterSize(w, 32<<10)
+	flush := func() error {
+		if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.RequestTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	start, _ := json.Marshal(map[string]any{"after": after})
+	fmt.Fprintf(out, "retry: 2000\nevent: start\ndata: %s\n\n", start)
+	if err := flush(); err != nil {
+		return nil
+	}
+	heartbeat := time.NewTicker(s.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	var poll *time.Timer
+	buf := make([]varve.RecordedEvent, 0, tailPage)
+	for {
+		watch := s.store.Watch()
+		page, err := s.store.ReadAllPage(ctx, after, buf[:0], varve.PageSize(tailPage))
+		if err != nil {
+			if ctx.Err() == nil {
+				e := s.apiErr(r, err)
+				msg, _ := json.Marshal(map[string]string{"code": e.code, "message": e.msg})
+				fmt.Fprintf(out, "event: error\ndata: %s\n\n", msg)
+				_ = flush()
+			}
+			return nil
+		}
+		for _, e := range page.Events {
+			data, err := json.Marshal(EventOf(e))
+			if err != nil {
+				return nil
+			}
+			fmt.Fprintf(out, "id: %s\nevent: event\ndata: %s\n\n", e.Position, data)
+		}
+		after = page.Through
+		if len(page.Events) > 0 {
+			if err := flush(); err != nil {
+				return nil
+			}
+			if len(page.Events) == tailPage {
+				continue
+			}
+		}
+		var pollC <-chan time.Time
+		if watch == nil {
+			if poll == nil {
+				poll = time.NewTimer(s.cfg.PollInterval)
+				defer poll.Stop()
+			} else {
+				poll.Reset(s.cfg.PollInterval)
+			}
+			pollC = poll.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch:
+		case <-pollC:
+		case <-heartbeat.C:
+			fmt.Fprint(out, ": keep-alive\n\n")
+			if err := flush(); err != nil {
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,459 @@
+// The varve console: plain DOM, no framework, no network beyond its own
+// API. Every value from the store reaches the page as text (textContent),
+// never as HTML. The token lives in this tab's sessionStorage and travels
+// only in the Authorization header.
+"use strict";
+
+const API = "api/v1/";
+const tokenKey = "varve-token";
+let info = null;      // GET info, once signed in
+let stopTail = null;  // ends the live tail of the $all view
+
+// el builds an element: el("td", {class: "num"}, "12", child...).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "text") e.textContent = v;
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const main = () => document.getElementById("main");
+function show(...nodes) { main().replaceChildren(...nodes); }
+function fail(err) { return el("div", {class: "error", role: "alert"}, err.message || String(err)); }
+
+class APIError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+// api calls the API with the token; it returns the decoded JSON or throws
+// an APIError with the server's message.
+async function api(path, opts = {}) {
+  const headers = {"Authorization": "Bearer " + sessionStorage.getItem(tokenKey)};
+  if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(API + path, {
+    method: opts.method || "GET", headers, cache: "no-store",
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+  let body = null;
+  try { body = await res.json(); } catch (_) { /* not JSON */ }
+  if (!res.ok) {
+    const e = (body && body.error) || {};
+    if (res.status === 401) { sessionStorage.removeItem(tokenKey); }
+    throw new APIError(res.status, e.code || "http_" + res.status, e.message || res.statusText);
+  }
+  return body;
+}
+
+const enc = encodeURIComponent;
+function when(t) { return t ? new Date(t).toLocaleString(undefined, {dateStyle: "short", timeStyle: "medium"}) : ""; }
+
+// pretty renders a JSON value indented, with its parts coloured.
+function pretty(v, indent = "") {
+  const out = [];
+  const put = (cls, s) => out.push(cls ? el("span", {class: cls}, s) : document.createTextNode(s));
+  const walk = (v, ind) => {
+    if (v === null || typeof v === "boolean") return put("j-lit", String(v));
+    if (typeof v === "number") return put("j-num", String(v));
+    if (typeof v === "string") return put("j-str", JSON.stringify(v));
+    const arr = Array.isArray(v);
+    const keys = arr ? v.map((_, i) => i) : Object.keys(v);
+    if (keys.length === 0) return put(null, arr ? "[]" : "{}");
+    put(null, arr ? "[\n" : "{\n");
+    keys.forEach((k, i) => {
+      put(null, ind + "  ");
+      if (!arr) { put("j-key", JSON.stringify(k)); put(null, ": "); }
+      walk(v[k], ind + "  ");
+      put(null, i < keys.length - 1 ? ",\n" : "\n");
+    });
+    put(null, ind + (arr ? "]" : "}"));
+  };
+  walk(v, indent);
+  return out;
+}
+
+function payload(e, name) {
+  if (e[name] !== undefined) return el("pre", {class: "mono", "data-part": name}, pretty(e[name]));
+  if (e[name + "_base64"] !== undefined) {
+    return el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, "base64: "), e[name + "_base64"]);
+  }
+  return el("pre", {class: "mono muted", "data-part": name}, "(empty)");
+}
+
+function preview(e) {
+  if (e.data !== undefined) return JSON.stringify(e.data);
+  if (e.data_base64 !== undefined) return "base64:" + e.data_base64;
+  return "";
+}
+
+function streamLink(id) { return el("a", {href: "#/stream/" + enc(id)}, id); }
+function stateBadge(s) {
+  if (s.tombstoned) return el("span", {class: "badge bad"}, "tombstoned");
+  if (s.deleted) return el("span", {class: "badge warn"}, "deleted");
+  return el("span", {class: "badge ok"}, "live");
+}
+
+// ---- sign in -------------------------------------------------------------
+
+function loginView(message) {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("logout").hidden = true;
+  const input = el("input", {type: "password", id: "token", autocomplete: "off", placeholder: "bearer token", "aria-label": "token"});
+  const form = el("form", {class: "login", id: "login", onsubmit: async (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(tokenKey, input.value.trim());
+    try { await start(); } catch (err) { loginView(err.status === 401 ? "That token is not the server's." : err.message); }
+  }},
+    el("h1", {}, "Sign in to the varve console"),
+    el("p", {class: "muted"}, "Paste the server's token: the file named by varve serve --token-file, or $VARVE_TOKEN. It stays in this tab only."),
+    message ? el("div", {class: "error", role: "alert"}, message) : null,
+    input,
+    el("button", {class: "primary", type: "submit", id: "signin"}, "Sign in"));
+  show(form);
+  input.focus();
+}
+
+async function start() {
+  info = await api("info");
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = false;
+  const store = document.getElementById("store");
+  store.replaceChildren(
+    el("span", {}, info.name || info.backend),
+    el("span", {class: "badge"}, info.backend),
+    el("span", {class: info.writes ? "badge warn" : "badge", id: "writes"}, info.writes ? "writes enabled" : "read-only"));
+  if (!location.hash || location.hash === "#/") location.hash = "#/streams";
+  route();
+}
+
+// ---- routing ---------------------------------------------------------------
+
+function route() {
+  if (stopTail) { stopTail(); stopTail = null; }
+  if (!sessionStorage.getItem(tokenKey) || !info) return;
+  const [path, query] = location.hash.slice(1).split("?");
+  const q = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean);
+  const view = parts[0] || "streams";
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.view === view || (a.dataset.view === "streams" && view === "stream") ||
+      (a.dataset.view === "subscriptions" && view === "subscription"));
+  }
+  const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
+  const views = {streams: streamsView, stream: streamView, all: allView, subscriptions: subsView, subscription: subView, reports: reportsView};
+  const fn = views[view];
+  if (!fn) { show(fail(new Error("No such page: " + view))); return; }
+  fn(arg, q).catch((err) => {
+    if (err.status === 401) { loginView("The server refused the token."); return; }
+    show(fail(err));
+  });
+}
+
+// ---- streams ---------------------------------------------------------------
+
+async function streamsView(_, q) {
+  const prefix = q.get("prefix") || "", after = q.get("after") || "", system = q.get("system") === "true";
+  const params = new URLSearchParams({prefix, limit: "50"});
+  if (after) params.set("after", after);
+  if (system) params.set("system", "true");
+  const page = await api("streams?" + params);
+  const input = el("input", {type: "text", id: "prefix", value: prefix, placeholder: "stream id prefix, such as order-", size: 30});
+  const sys = el("input", {type: "checkbox", id: "system", checked: system});
+  const go = (ev) => {
+    if (ev) ev.preventDefault();
+    const p = new URLSearchParams({prefix: input.value});
+    if (sys.checked) p.set("system", "true");
+    location.hash = "#/streams?" + p;
+  };
+  const rows = page.streams.map((s) => el("tr", {},
+    el("td", {class: "mono"}, streamLink(s.stream)),
+    el("td", {class: "num"}, s.version),
+    el("td", {class: "num mono"}, s.last_position),
+    el("td", {}, when(s.updated_at)),
+    el("td", {}, stateBadge(s), s.system ? el("span", {class: "badge"}, "system") : null)));
+  const next = page.next ? el("a", {href: "#/streams?" + new URLSearchParams({prefix, after: page.next, system: String(system)}), id: "next"}, "Next page →") : null;
+  show(
+    el("h1", {}, "Streams"),
+    el("form", {class: "toolbar", onsubmit: go},
+      input, el("label", {}, sys, " system streams"), el("button", {type: "submit", id: "filter"}, "Filter")),
+    el("table", {id: "streams"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Stream"), el("th", {class: "num"}, "Version"), el("th", {class: "num"}, "Last position"), el("th", {}, "Updated"), el("th", {}, "State"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 5, class: "muted"}, "No streams" + (prefix ? " begin with " + JSON.stringify(prefix) : ""))))),
+    el("p", {class: "toolbar"}, after ? el("a", {href: "#/streams?" + new URLSearchParams({prefix, system: String(system)})}, "← First page") : null, next));
+}
+
+async function streamView(id, q) {
+  const dir = q.get("dir") === "forward" ? "forward" : "backward";
+  const from = q.get("from") || "";
+  const params = new URLSearchParams({direction: dir, limit: "20"});
+  if (from) params.set("from", from);
+  const [s, page] = await Promise.all([api("streams/" + enc(id)), api("streams/" + enc(id) + "/events?" + params)]);
+  const self = (p) => "#/stream/" + enc(id) + "?" + new URLSearchParams(p);
+  const events = page.events.map((e) => el("article", {class: "event", "data-version": e.version},
+    el("div", {class: "head"},
+      el("span", {class: "mono"}, "v" + e.version),
+      el("span", {class: "type"}, e.type),
+      el("span", {class: "muted mono"}, "position " + e.position),
+      el("span", {class: "muted"}, when(e.recorded_at)),
+      el("span", {class: "muted mono"}, e.id)),
+    payload(e, "data"),
+    el("details", {}, el("summary", {}, "metadata"), payload(e, "metadata"))));
+  const nodes = [
+    el("h1", {}, "Stream ", el("span", {class: "mono", id: "stream-id"}, s.stream)),
+    el("div", {class: "cards"},
+      card("Version", s.version, "version"), card("Last position", s.last_position),
+      card("Created", when(s.created_at)), card("Updated", when(s.updated_at)),
+      el("div", {class: "card"}, el("div", {class: "k"}, "State"), el("div", {class: "v"}, stateBadge(s)))),
+    el("div", {class: "toolbar"},
+      el("a", {href: self({dir: "backward"})}, "Newest first"), "·", el("a", {href: self({dir: "forward"})}, "Oldest first"),
+      page.next ? el("a", {href: self({dir, from: page.next}), id: "more"}, dir === "backward" ? "Older →" : "Newer →") : null),
+  ];
+  if (info.writes && !s.system && !s.tombstoned) nodes.push(appendForm(id, s.version));
+  nodes.push(el("section", {id: "events"}, events.length ? events : el("p", {class: "muted"}, "No events on this page.")));
+  show(...nodes);
+}
+
+function card(k, v, id) {
+  return el("div", {class: "card"}, el("div", {class: "k"}, k), el("div", {class: "v", id: id ? "card-" + id : null}, v === "" ? "–" : v));
+}
+
+// appendForm appends one event. Its id is made once per form, so that
+// pressing the button again after an unclear failure is an idempotent
+// retry, not a second event.
+function appendForm(id, version) {
+  let eventID = crypto.randomUUID();
+  const type = el("input", {type: "text", id: "append-type", placeholder: "EventType"});
+  const data = el("textarea", {id: "append-data", placeholder: '{"json": "data"}'});
+  const expected = el("input", {type: "text", id: "append-expected", value: String(version), size: 12});
+  const out = el("div");
+  const form = el("form", {id: "append", onsubmit: async (ev) => {
+    ev.preventDefault();
+    let value;
+    try { value = data.value.trim() === "" ? null : JSON.parse(data.value); } catch (err) { out.replaceChildren(fail(new Error("data is not JSON: " + err.message))); return; }
+    try {
+      const res = await api("streams/" + enc(id) + "/events", {method: "POST", body: {expected_version: expected.value.trim(), events: [{id: eventID, type: type.value.trim(), data: value}]}});
+      eventID = crypto.randomUUID();
+      out.replaceChildren(el("div", {class: "notice"}, "Appended version " + res.last_version + " at position " + res.position + "."));
+      setTimeout(route, 600);
+    } catch (err) { out.replaceChildren(fail(err)); }
+  }},
+    el("label", {for: "append-type"}, "Type"), type,
+    el("label", {for: "append-data"}, "Data (JSON)"), data,
+    el("label", {for: "append-expected"}, "Expected version (a number, any, no-stream, stream-exists)"), expected,
+    el("p", {}, el("button", {class: "primary", type: "submit", id: "append-submit"}, "Append")), out);
+  return el("details", {class: "form", id: "append-box"}, el("summary", {}, "Append an event"), form);
+}
+
+// ---- $all, live --------------------------------------------------------------
+
+async function allView(_, q) {
+  const from = q.get("after") || "end";
+  const body = el("tbody", {id: "tail-rows"});
+  const count = el("span", {id: "tail-count"}, "0");
+  const status = el("span", {class: "badge", id: "tail-status"}, "connecting");
+  const max = 500;
+  let n = 0;
+  const add = (e) => {
+    n++;
+    count.textContent = String(n);
+    body.prepend(el("tr", {class: "fresh", "data-position": e.position},
+      el("td", {class: "num mono"}, e.position),
+      el("td", {class: "mono"}, streamLink(e.stream)),
+      el("td", {class: "num"}, e.version),
+      el("td", {}, e.type),
+      el("td", {}, when(e.recorded_at)),
+      el("td", {class: "mono preview", title: preview(e)}, preview(e))));
+    while (body.rows.length > max) body.deleteRow(body.rows.length - 1);
+  };
+  const input = el("input", {type: "text", id: "tail-from", value: from, size: 10});
+  show(
+    el("h1", {}, "$all, live"),
+    el("form", {class: "toolbar", onsubmit: (ev) => { ev.preventDefault(); location.hash = "#/all?after=" + enc(input.value.trim() || "end"); }},
+      status, el("span", {}, count, " events"),
+      el("label", {}, "after ", input), el("button", {type: "submit"}, "Follow"),
+      el("span", {class: "muted"}, "(end: new events only; start: the whole log; the newest " + max + " are kept)")),
+    el("table", {id: "tail"},
+      el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Position"), el("th", {}, "Stream"), el("th", {class: "num"}, "Version"), el("th", {}, "Type"), el("th", {}, "Recorded"), el("th", {}, "Data"))),
+      body));
+  const ctl = new AbortController();
+  stopTail = () => ctl.abort();
+  follow(from, ctl.signal, {
+    start: () => { status.textContent = "live"; status.className = "badge live"; },
+    event: add,
+    error: (msg) => { status.textContent = "stopped"; status.className = "badge bad"; main().prepend(el("div", {class: "error", role: "alert"}, msg)); },
+  });
+}
+
+// follow reads the server-sent events of the live tail with fetch, which,
+// unlike EventSource, can send the Authorization header. It reconnects
+// after a dropped connection from the last position it saw.
+async function follow(after, signal, on) {
+  let last = after;
+  for (let attempt = 0; !signal.aborted; attempt++) {
+    try {
+      const res = await fetch(API + "all/tail?after=" + enc(last), {headers: {"Authorization": "Bearer " + sessionStorage.getItem(tokenKey)}, signal, cache: "no-store"});
+      if (!res.ok) {
+        let msg = res.statusText;
+        try { msg = (await res.json()).error.message; } catch (_) { /* keep statusText */ }
+        on.error(msg);
+        return;
+      }
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        buf += value;
+        let cut;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          let type = "message", data = "", id = null;
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event: ")) type = line.slice(7);
+            else if (line.startsWith("data: ")) data += line.slice(6);
+            else if (line.startsWith("id: ")) id = line.slice(4);
+          }
+          if (type === "start") { on.start(); attempt = 0; }
+          else if (type === "event") { on.event(JSON.parse(data)); if (id) last = id; }
+          else if (type === "error") { on.error(JSON.parse(data).message); return; }
+        }
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+    }
+    await new Promise((r) => setTimeout(r, Math.min(5000, 500 * (attempt + 1))));
+  }
+}
+
+// ---- subscriptions ---------------------------------------------------------------
+
+async function subsView() {
+  const res = await api("subscriptions");
+  const lag = (s) => s.checkpoint === null ? "–" : (s.lag_more ? "more than " + res.lag_limit : String(s.lag));
+  const rows = res.subscriptions.map((s) => el("tr", {"data-name": s.name},
+    el("td", {class: "mono"}, el("a", {href: "#/subscription/" + enc(s.name)}, s.name)),
+    el("td", {class: "num mono"}, s.checkpoint === null ? "none" : s.checkpoint),
+    el("td", {class: "num"}, lag(s)),
+    el("td", {}, s.checkpoint === null ? el("span", {class: "badge"}, "no checkpoint") :
+      s.caught_up ? el("span", {class: "badge ok"}, "caught up") : el("span", {class: "badge warn"}, "behind")),
+    el("td", {class: "num"}, s.parked ? el("span", {class: "badge bad"}, s.parked + " parked") : "0")));
+  show(
+    el("h1", {}, "Subscriptions"),
+    el("p", {class: "muted"}, "Consumers the store knows of: checkpoints, and delivery subscriptions that parked events. $all ends at position ",
+      el("span", {class: "mono", id: "last-position"}, res.last_position), ". Whether a consumer runs is not recorded in the store."),
+    el("table", {id: "subscriptions"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Name"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Lag (events)"), el("th", {}, "State"), el("th", {class: "num"}, "Parked"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 5, class: "muted"}, "No checkpoints and no parked events in this store.")))));
+}
+
+async function subView(name) {
+  const res = await api("subscriptions/" + enc(name));
+  const s = res.subscription;
+  const out = el("div", {id: "sub-result"});
+  const selected = new Set();
+  const act = async (what) => {
+    const positions = [...selected];
+    if (positions.length === 0) { out.replaceChildren(fail(new Error("Select parked events first."))); return; }
+    try {
+      const r = await api("subscriptions/" + enc(name) + "/parked/" + what, {method: "POST", body: {positions}});
+      const n = what === "replay" ? r.replayed.length : r.skipped.length;
+      const failed = what === "replay" && r.failed.length ? " " + r.failed.length + " failed: " + r.failed[0].error : "";
+      sessionStorage.setItem("varve-flash", (what === "replay" ? "Replayed " : "Skipped ") + n + " parked event" + (n === 1 ? "" : "s") + "." + failed);
+      route();
+    } catch (err) { out.replaceChildren(fail(err)); }
+  };
+  const rows = res.parked_events.map((p) => el("tr", {"data-position": p.position},
+    el("td", {}, el("input", {type: "checkbox", "aria-label": "select " + p.position, onchange: (ev) => ev.target.checked ? selected.add(p.position) : selected.delete(p.position)})),
+    el("td", {class: "num mono"}, p.position),
+    el("td", {class: "mono"}, streamLink(p.stream)),
+    el("td", {class: "num"}, p.version),
+    el("td", {}, p.type),
+    el("td", {class: "num"}, p.attempts),
+    el("td", {}, p.reason),
+    el("td", {class: "mono"}, p.error || ""),
+    el("td", {}, when(p.parked_at))));
+  const flash = sessionStorage.getItem("varve-flash");
+  sessionStorage.removeItem("varve-flash");
+  const nodes = [
+    el("h1", {}, "Subscription ", el("span", {class: "mono"}, s.name)),
+    flash ? el("div", {class: "notice", id: "flash"}, flash) : null,
+    el("div", {class: "cards"},
+      card("Checkpoint", s.checkpoint === null ? "none" : s.checkpoint, "checkpoint"),
+      card("$all ends at", res.last_position),
+      card("Lag (events)", s.checkpoint === null ? "–" : (s.lag_more ? "> " + res.lag_limit : s.lag), "lag"),
+      card("Parked", s.parked, "parked")),
+  ];
+  if (info.writes && s.checkpoint !== null) nodes.push(resetForm(name, s.checkpoint));
+  nodes.push(el("h2", {}, "Parked events"));
+  if (rows.length) {
+    const canReplay = info.writes && info.replay;
+    nodes.push(el("div", {class: "toolbar"},
+      el("button", {class: "primary", id: "replay", disabled: !canReplay, title: canReplay ? null : (info.writes ? "the server has no replay sink for this subscription" : "writes are disabled"), onclick: () => act("replay")}, "Replay selected"),
+      el("button", {class: "danger", id: "skip", disabled: !info.writes, onclick: () => { if (confirm("Drop the selected parked events without delivering them?")) act("skip"); }}, "Skip selected")));
+  }
+  nodes.push(out, el("table", {id: "parked"},
+    el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {class: "num"}, "Position"), el("th", {}, "Stream"), el("th", {class: "num"}, "Version"), el("th", {}, "Type"), el("th", {class: "num"}, "Attempts"), el("th", {}, "Reason"), el("th", {}, "Error"), el("th", {}, "Parked"))),
+    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 9, class: "muted"}, "Nothing is parked.")))));
+  show(...nodes);
+}
+
+function resetForm(name, current) {
+  const to = el("input", {type: "text", id: "reset-to", placeholder: "start, end or a position", size: 22});
+  const out = el("div");
+  return el("form", {class: "form toolbar", id: "reset", onsubmit: async (ev) => {
+    ev.preventDefault();
+    if (!confirm("Move the checkpoint of " + name + " from " + current + " to " + to.value + "? Stop the consumer first: a running one saves its own position over it.")) return;
+    try {
+      const r = await api("subscriptions/" + enc(name) + "/reset", {method: "POST", body: {to: to.value.trim()}});
+      sessionStorage.setItem("varve-flash", "Checkpoint moved to " + r.to + ".");
+      route();
+    } catch (err) { out.replaceChildren(fail(err)); }
+  }}, el("strong", {}, "Move the checkpoint to"), to, el("button", {type: "submit", class: "danger"}, "Reset"), out);
+}
+
+// ---- reports ---------------------------------------------------------------------
+
+async function reportsView(name) {
+  if (name) {
+    const res = await fetch(API + "reports/" + enc(name), {headers: {"Authorization": "Bearer " + sessionStorage.getItem(tokenKey)}, cache: "no-store"});
+    if (!res.ok) throw new APIError(res.status, "", (await res.json()).error.message);
+    const frame = el("iframe", {class: "report", sandbox: "", title: name, id: "report"});
+    frame.srcdoc = await res.text();
+    show(el("p", {class: "toolbar"}, el("a", {href: "#/reports"}, "← All reports"), el("span", {class: "mono"}, name)), frame);
+    return;
+  }
+  const res = await api("reports");
+  const rows = res.reports.map((r) => el("tr", {},
+    el("td", {class: "mono"}, el("a", {href: "#/reports/" + enc(r.name)}, r.name)),
+    el("td", {class: "num"}, Math.round(r.size / 1024) + " KiB"),
+    el("td", {}, when(r.modified))));
+  show(
+    el("h1", {}, "Lab reports"),
+    el("p", {class: "muted"}, info.reports ? "The HTML reports of the lab (varve bench --html FILE, ...) in the server's reports directory." : "The server was started without a reports directory (varve serve --reports DIR)."),
+    el("table", {id: "reports"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Report"), el("th", {class: "num"}, "Size"), el("th", {}, "Modified"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 3, class: "muted"}, "No reports.")))));
+}
+
+// ---- start -----------------------------------------------------------------------
+
+window.addEventListener("hashchange", route);
+document.getElementById("logout").addEventListener("click", () => {
+  sessionStorage.removeItem(tokenKey);
+  info = null;
+  if (stopTail) { stopTail(); stopTail = null; }
+  loginView();
+});
+if (sessionStorage.getItem(tokenKey)) {
+  start().catch((err) => loginView(err.status === 401 ? "The server refused the token." : err.message));
+} else {
+  loginView();
+}

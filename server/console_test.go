@@ -1,0 +1,333 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/server"
+)
+
+// chromium returns Debian's headless browser, installing it with
+// scripts/chromium.sh when it is missing under CI. Without CI a missing
+// browser skips the test, loudly.
+func chromium(t *testing.T) string {
+	t.Helper()
+	find := func() string {
+		for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if p, err := exec.LookPath(b); err == nil {
+				return p
+			}
+		}
+		return ""
+	}
+	if p := find(); p != "" {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		out, err := exec.Command("bash", "../scripts/chromium.sh").CombinedOutput()
+		if p := find(); p != "" {
+			return p
+		}
+		t.Fatalf("CI=true and no chromium: scripts/chromium.sh could not install it (%v):\n%s", err, out)
+	}
+	t.Skip("SKIPPED LOUDLY: no chromium to drive the console with; run scripts/chromium.sh (or make services) to install Debian's package")
+	return ""
+}
+
+// browser is a headless Chromium tab and what its pages logged as
+// problems: uncaught exceptions, console errors, log entries of level
+// error (policy violations, failed loads).
+type browser struct {
+	t        *testing.T
+	ctx      context.Context
+	shots    string
+	mu       sync.Mutex
+	problems []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	exe := chromium(t)
+	profile, err := os.MkdirTemp("", "varve-console-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Chromium's children may still write there for a moment.
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 860), chromedp.Flag("hide-scrollbars", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc()
+	})
+	b := &browser{t: t, ctx: ctx, shots: os.Getenv("VARVE_SCREENSHOTS")}
+	if b.shots == "" {
+		b.shots = t.TempDir()
+	}
+	err = chromedp.Listen(ctx, func(ev any) {
+		var p string
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			p = "exception: " + e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				p += " " + e.ExceptionDetails.Exception.Description
+			}
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				p = "console.error"
+				for _, a := range e.Args {
+					p += fmt.Sprintf(" %s", a.Value)
+				}
+			}
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.EntryLevelError {
+				p = "log: " + e.Entry.Text + " " + e.Entry.URL
+			}
+		}
+		if p != "" {
+			b.mu.Lock()
+			b.problems = append(b.problems, p)
+			b.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, log.Enable, struct{}{}); err != nil {
+		t.Fatalf("start chromium (%s): %v", exe, err)
+	}
+	return b
+}
+
+// do runs actions, failing the test with what the page logged.
+func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v\nthe page logged: %v", what, err, b.logged())
+	}
+}
+
+// text returns the text of the element with the id, as the page shows it.
+func (b *browser) text(id string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
+	if err != nil {
+		b.t.Fatalf("text of #%s: %v", id, err)
+	}
+	return s
+}
+
+// until waits for a JavaScript condition of the page.
+func (b *browser) until(what, cond string) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		b.t.Fatalf("waiting for %s (%s): %v\nthe page logged: %v", what, cond, err, b.logged())
+	}
+}
+
+// shot saves a screenshot of the viewport as name.png.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if len(png) < 10_000 {
+		b.t.Fatalf("screenshot %s: %d bytes, an empty page?", name, len(png))
+	}
+	if err := os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *browser) logged() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.problems...)
+}
+
+// report is a page in the shape of the lab's HTML reports: inline style
+// and SVG, no script.
+const report = `<!doctype html><html><head><meta charset="utf-8"><title>varve bench: sqlite</title>
+<style>body{font:14px sans-serif;margin:20px}h1{color:#2a6f97}</style></head><body>
+<h1 id="report-title">varve bench: sqlite</h1><p>append-single: 1,234 events/s, ratio 0.91</p>
+<svg width="300" height="120"><rect x="10" y="20" width="220" height="30" fill="#2a6f97"/><text x="12" y="80">append-single</text></svg>
+</body></html>`
+
+// TestConsole drives the console in headless Chromium: sign in, list and
+// open a stream (data pretty-printed), follow $all while the test appends,
+// replay a parked event, show a lab report. It asserts on what each page
+// shows and saves a screenshot of each (VARVE_SCREENSHOTS keeps them).
+func TestConsole(t *testing.T) {
+	b := newBrowser(t)
+	store := teststore.Kinds[1].Open(t, varve.Config{}) // SQLite, the embedded default
+	ctx := t.Context()
+	for i, s := range []string{"order-1001", "order-1002", "order-1003", "customer-7", "invoice-2026-11"} {
+		for v := range i%3 + 1 {
+			data := fmt.Appendf(nil, `{"order":%q,"customer":"c-7","lines":[{"sku":"A-%d","qty":%d,"price":{"amount":%d.50,"currency":"EUR"}}],"gift":%v}`, s, v, v+1, 10+v, v == 0)
+			if _, err := store.Append(ctx, s, varve.Exact(varve.Version(v)), varve.Event{Type: []string{"OrderPlaced", "OrderPaid", "OrderShipped"}[v], Data: data, Metadata: []byte(`{"trace":"4bf92f35","by":"checkout"}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	parked := park(t, store, "hooks", "payment-42", 2)
+	if err := store.Checkpoints().Save(ctx, "hooks", parked[1].Position); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Checkpoints().Save(ctx, "projector", varve.Position{Seq: 3}); err != nil {
+		t.Fatal(err)
+	}
+	reports := t.TempDir()
+	if err := os.WriteFile(filepath.Join(reports, "bench.html"), []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sink := &recordingSink{}
+	a := serve(t, store, server.Config{Writes: true, Name: "sqlite varve.db", Reports: os.DirFS(reports),
+		Replay: func(sub string) delivery.Sink { return sink }})
+
+	// Sign in; a wrong token is refused first.
+	b.do("open the console", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), "not-the-token-0123456789"), chromedp.Click(chromedp.ID("signin")))
+	b.until("the refusal", `document.querySelector("[role=alert]") !== null`)
+	if msg := b.text("login"); !strings.Contains(msg, "not the server's") {
+		t.Fatalf("a wrong token: the page says %q", msg)
+	}
+	// The refused request is the one problem the page logged so far.
+	if p := b.logged(); len(p) != 1 || !strings.Contains(p[0], "401") {
+		t.Fatalf("the page logged %v", p)
+	}
+	b.mu.Lock()
+	b.problems = nil
+	b.mu.Unlock()
+	// The form is new: its field is empty.
+	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+	list := b.text("streams")
+	for _, want := range []string{"order-1001", "order-1002", "invoice-2026-11", "customer-7", "live"} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("the stream list lacks %q:\n%s", want, list)
+		}
+	}
+	if strings.Contains(list, "$parked") {
+		t.Fatalf("the stream list shows system streams without asking:\n%s", list)
+	}
+	if w := b.text("writes"); w != "writes enabled" {
+		t.Fatalf("the header says %q", w)
+	}
+	b.do("filter by prefix", chromedp.SendKeys(chromedp.ID("prefix"), "order-"), chromedp.Click(chromedp.ID("filter")))
+	b.until("the filtered list", `!document.querySelector("#streams").innerText.includes("customer-7")`)
+	b.shot("streams")
+
+	// Open a stream: its info and its events, data pretty-printed.
+	b.do("open a stream", chromedp.Click(chromedp.CSS(`#streams a[href="#/stream/order-1003"]`)), chromedp.WaitVisible(chromedp.ID("events")))
+	if v := b.text("card-version"); v != "3" {
+		t.Fatalf("the stream's version card says %q", v)
+	}
+	evs := b.text("events")
+	for _, want := range []string{"OrderShipped", "OrderPaid", "OrderPlaced", `"currency": "EUR"`, `"amount": 12.5`, "\n  \"lines\": [\n"} {
+		if !strings.Contains(evs, want) {
+			t.Fatalf("the stream page lacks %q:\n%s", want, evs)
+		}
+	}
+	if strings.Index(evs, "OrderShipped") > strings.Index(evs, "OrderPlaced") {
+		t.Fatalf("newest first: OrderShipped should come before OrderPlaced:\n%s", evs)
+	}
+	b.shot("stream")
+
+	// Follow $all while the test appends.
+	b.do("follow $all", chromedp.Navigate(a.url+"/#/all"), chromedp.WaitVisible(chromedp.ID("tail")))
+	b.until("the live tail", `document.querySelector("#tail-status").innerText === "live"`)
+	var positions []string
+	for i := range 4 {
+		res, err := store.Append(ctx, "cart-88", varve.Exact(varve.Version(i)), varve.NewEvent("ItemAdded", fmt.Appendf(nil, `{"sku":"B-%d","qty":%d}`, i, i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		positions = append(positions, res.Position.String())
+	}
+	b.until("the appended events", `document.querySelectorAll("#tail-rows tr").length === 4`)
+	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#tail-rows tr")].map(r => r.dataset.position)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest is on top.
+	if fmt.Sprint(got) != fmt.Sprint([]string{positions[3], positions[2], positions[1], positions[0]}) {
+		t.Fatalf("the live table shows positions %v, the appends were at %v", got, positions)
+	}
+	if rows := b.text("tail-rows"); !strings.Contains(rows, "cart-88") || !strings.Contains(rows, `{"sku":"B-3","qty":4}`) || b.text("tail-count") != "4" {
+		t.Fatalf("the live table:\n%s", rows)
+	}
+	b.shot("all")
+
+	// Consumers, then replay one parked event.
+	b.do("consumers", chromedp.Navigate(a.url+"/#/subscriptions"), chromedp.WaitVisible(chromedp.ID("subscriptions")))
+	subs := b.text("subscriptions")
+	for _, want := range []string{"hooks", "2 parked", "projector", "behind"} {
+		if !strings.Contains(subs, want) {
+			t.Fatalf("the consumers page lacks %q:\n%s", want, subs)
+		}
+	}
+	b.shot("subscriptions")
+	first := parked[0].Position.String()
+	b.do("open hooks", chromedp.Click(chromedp.CSS(`#subscriptions a[href="#/subscription/hooks"]`)), chromedp.WaitVisible(chromedp.ID("parked")))
+	if p := b.text("card-parked"); p != "2" {
+		t.Fatalf("the parked card says %q", p)
+	}
+	b.do("select and replay", chromedp.Click(chromedp.CSS(`#parked tr[data-position="`+first+`"] input`)), chromedp.Click(chromedp.ID("replay")))
+	b.until("the replay's notice", `document.querySelector("#flash") !== null`)
+	if f := b.text("flash"); f != "Replayed 1 parked event." {
+		t.Fatalf("after the replay the page says %q", f)
+	}
+	if rows := b.text("parked"); strings.Contains(rows, "payment-42\t1\t") || !strings.Contains(rows, "payment-42") || b.text("card-parked") != "1" {
+		t.Fatalf("after the replay the parked table shows:\n%s", rows)
+	}
+	if d := sink.deliveries(); len(d) != 1 || d[0].Event.ID != parked[0].EventID {
+		t.Fatalf("the sink got %+v", d)
+	}
+	b.shot("parked")
+
+	// A lab report, in a sandboxed frame.
+	b.do("reports", chromedp.Navigate(a.url+"/#/reports"), chromedp.WaitVisible(chromedp.ID("reports")),
+		chromedp.Click(chromedp.CSS(`#reports a`)), chromedp.WaitVisible(chromedp.ID("report")))
+	// The frame is sandboxed (an opaque origin, no script): the page
+	// holds the report and its own styles apply, or the policy would have
+	// logged a refusal, which the check at the end catches.
+	attrs, err := chromedp.Run(b.ctx, chromedp.Attributes(chromedp.ID("report")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, ok := attrs["sandbox"]; !ok || sb != "" || !strings.Contains(attrs["srcdoc"], `<h1 id="report-title">varve bench: sqlite</h1>`) {
+		t.Fatalf("the report frame: sandbox %q (set: %v), srcdoc %.80q", sb, ok, attrs["srcdoc"])
+	}
+	b.shot("report")
+
+	if p := b.logged(); len(p) > 0 {
+		t.Fatalf("the console logged problems:\n%s", strings.Join(p, "\n"))
+	}
+	t.Logf("screenshots in %s", b.shots)
+}

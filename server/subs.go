@@ -1,0 +1,224 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
+)
+
+func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "prefix")
+	if err != nil {
+		return err
+	}
+	last, err := s.store.LastPosition(r.Context())
+	if err != nil {
+		return err
+	}
+	list, err := Consumers(r.Context(), s.store, q.Get("prefix"), s.cfg.LagLimit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"subscriptions": list,
+		"last_position": last,
+		"truncated":     len(list) == MaxConsumers,
+		"lag_limit":     s.cfg.LagLimit,
+	})
+}
+
+func (s *Server) subscription(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r); err != nil {
+		return err
+	}
+	last, err := s.store.LastPosition(r.Context())
+	if err != nil {
+		return err
+	}
+	c, parked, err := s.known(r, true)
+	if err != nil {
+		return err
+	}
+	if parked == nil {
+		parked = []delivery.ParkedEvent{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"subscription":  c,
+		"parked_events": parked,
+		"last_position": last,
+		"lag_limit":     s.cfg.LagLimit,
+	})
+}
+
+// known inspects the consumer of the request's path, which the store must
+// know (404 otherwise); withLag says whether to count its lag.
+func (s *Server) known(r *http.Request, withLag bool) (Consumer, []delivery.ParkedEvent, error) {
+	name := r.PathValue("name")
+	if err := varve.CheckName(name); err != nil {
+		return Consumer{}, nil, badRequest("subscription name %q: %v", name, err)
+	}
+	limit := s.cfg.LagLimit
+	if !withLag {
+		limit = -1
+	}
+	c, parked, err := InspectConsumer(r.Context(), s.store, name, limit)
+	if errors.Is(err, ErrUnknownConsumer) {
+		err = &apiError{status: http.StatusNotFound, code: "unknown_subscription", msg: err.Error()}
+	}
+	return c, parked, err
+}
+
+type positionsJSON struct {
+	Positions []varve.Position `json:"positions"`
+	All       bool             `json:"all"`
+}
+
+// selection checks a replay or skip request: positions, or all.
+func (b positionsJSON) selection(requireSome bool) (func(delivery.ParkedEvent) bool, error) {
+	switch {
+	case b.All && len(b.Positions) > 0:
+		return nil, badRequest("give positions or all, not both")
+	case b.All:
+		return nil, nil
+	case len(b.Positions) == 0 && requireSome:
+		return nil, badRequest(`say which parked events: "positions": [...] or "all": true`)
+	}
+	for i, p := range b.Positions {
+		if p.IsZero() {
+			return nil, badRequest("positions[%d]: the start of the log is no event's position", i)
+		}
+	}
+	return func(pe delivery.ParkedEvent) bool { return slices.Contains(b.Positions, pe.Position) }, nil
+}
+
+func (s *Server) replayParked(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r); err != nil {
+		return err
+	}
+	var body positionsJSON
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	match, err := body.selection(true)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if _, _, err := s.known(r, false); err != nil {
+		return err
+	}
+	var sink delivery.Sink
+	if s.cfg.Replay != nil {
+		sink = s.cfg.Replay(name)
+	}
+	if sink == nil {
+		return &apiError{status: http.StatusNotImplemented, code: "no_replay_sink",
+			msg: fmt.Sprintf("the server has no sink to replay subscription %q to (varve serve --replay-webhook %s=URL); skip the events or replay them with `varve parked replay`", name, name)}
+	}
+	res, err := delivery.NewParked(s.store, name).Replay(r.Context(), sink, match)
+	if err != nil {
+		return err
+	}
+	type failed struct {
+		Event delivery.ParkedEvent `json:"event"`
+		Error string               `json:"error"`
+	}
+	out := struct {
+		Replayed []delivery.ParkedEvent `json:"replayed"`
+		Failed   []failed               `json:"failed"`
+		Held     int                    `json:"held"`
+	}{Replayed: res.Delivered, Failed: []failed{}, Held: res.Held}
+	if out.Replayed == nil {
+		out.Replayed = []delivery.ParkedEvent{}
+	}
+	for _, f := range res.Failed {
+		out.Failed = append(out.Failed, failed{f.Event, f.Err.Error()})
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) skipParked(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r); err != nil {
+		return err
+	}
+	var body positionsJSON
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	match, err := body.selection(true)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if _, _, err := s.known(r, false); err != nil {
+		return err
+	}
+	skipped, err := delivery.NewParked(s.store, name).Skip(r.Context(), match)
+	if err != nil {
+		return err
+	}
+	if skipped == nil {
+		skipped = []delivery.ParkedEvent{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"skipped": skipped})
+}
+
+type resetJSON struct {
+	To string `json:"to"`
+}
+
+// resetCheckpoint moves a consumer's checkpoint: to "start", "end" (the
+// last position of $all) or a position no later than the end.
+func (s *Server) resetCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r); err != nil {
+		return err
+	}
+	var body resetJSON
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if body.To == "" {
+		return badRequest(`field "to" is missing: "start", "end" or a position`)
+	}
+	name := r.PathValue("name")
+	before, _, err := s.known(r, false)
+	if err != nil {
+		return err
+	}
+	last, err := s.store.LastPosition(r.Context())
+	if err != nil {
+		return err
+	}
+	to, err := ResetTarget(body.To, last)
+	if err != nil {
+		return badRequest("field \"to\": %v", err)
+	}
+	if err := s.store.Checkpoints().Save(r.Context(), name, to); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"subscription": name, "from": before.Checkpoint, "to": to})
+}
+
+// ResetTarget parses where a checkpoint is moved to: "start", "end" (last)
+// or a position no later than last, since a checkpoint past the end of
+// $all would skip the events written up to it.
+func ResetTarget(to string, last varve.Position) (varve.Position, error) {
+	switch to {
+	case "start":
+		return varve.Start, nil
+	case "end":
+		return last, nil
+	}
+	p, err := varve.ParsePosition(to)
+	if err != nil {
+		return p, fmt.Errorf(`%q: want "start", "end" or a position ("12", "7:3")`, to)
+	}
+	if last.Less(p) {
+		return p, fmt.Errorf("position %s is after the end of $all (%s): a checkpoint there would skip the events written up to it", p, last)
+	}
+	return p, nil
+}
