@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the test servers run on loopback: PostgreSQL at 127.0.0.1:5432
 # (trust auth, database "test") and NATS with JetStream at 127.0.0.1:4222.
-# Starts a server that is installed but stopped; never installs anything.
+# Starts a server that is installed but stopped; never installs a server.
+# It does install Debian's chromium (scripts/chromium.sh), which the tests
+# of the lab's HTML reports render them with.
 # Tests decide what a missing server means (skip, or fail under CI=true).
 set -uo pipefail
 
@@ -37,4 +39,5 @@ if ! up 4222; then
     echo "services: nats-server is not installed; its tests will skip (or fail with CI=true)" >&2
   fi
 fi
+bash "$(dirname "$0")/chromium.sh"
 exit 0
