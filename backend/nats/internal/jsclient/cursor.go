@@ -351,7 +351,8 @@ func (k *Cursor) create(ctx context.Context) error {
 	}
 	if !k.c.track(info.Name) { // closed meanwhile
 		_ = sub.Unsubscribe()
-		_ = k.c.nc.PublishRequest(k.c.deleteSubject(info.Name), k.c.nc.NewInbox(), nil)
+		// Close has run: wait (briefly) for the delete, as Close does.
+		_, _ = k.c.nc.Request(k.c.deleteSubject(info.Name), nil, time.Second)
 		return ErrClosed
 	}
 	k.name, k.sub, k.q = info.Name, sub, q
