@@ -341,7 +341,7 @@ func (k *Cursor) create(ctx context.Context) error {
 		Stream string         `json:"stream_name"`
 		Config consumerConfig `json:"config"`
 	}{k.c.stream, cfg}
-	if err := k.c.api(ctx, "CONSUMER.CREATE."+k.c.stream, req, &info); err != nil {
+	if err := k.c.apiDetached(ctx, "CONSUMER.CREATE."+k.c.stream, req, &info); err != nil {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("create consumer: %w", err)
 	}
@@ -369,8 +369,7 @@ func (k *Cursor) drop() {
 		return
 	}
 	_ = k.sub.Unsubscribe()
-	k.c.untrack(k.name)
-	if k.c.life.Err() == nil { // else Close deleted it
+	if k.c.untrack(k.name) { // else Close deletes it
 		_ = k.c.nc.PublishRequest(k.c.deleteSubject(k.name), k.c.nc.NewInbox(), nil)
 	}
 	k.name, k.sub, k.q = "", nil, nil
@@ -385,12 +384,14 @@ func (k *Cursor) Close(ctx context.Context) error {
 	}
 	name := k.name
 	_ = k.sub.Unsubscribe()
-	k.c.untrack(name)
 	k.name, k.sub, k.q = "", nil, nil
+	if !k.c.untrack(name) {
+		return nil // Close deletes it
+	}
 	var resp struct {
 		Error *APIError `json:"error"`
 	}
-	if err := k.c.api(ctx, "CONSUMER.DELETE."+k.c.stream+"."+name, struct{}{}, &resp); err != nil {
+	if err := k.c.apiDetached(ctx, "CONSUMER.DELETE."+k.c.stream+"."+name, struct{}{}, &resp); err != nil {
 		return fmt.Errorf("delete consumer: %w", err)
 	}
 	if resp.Error != nil && resp.Error.Code != 404 {
