@@ -84,6 +84,13 @@ func TestDependencyRules(t *testing.T) {
 		if rel == "delivery/natssink" && !has(pkg, "github.com/nats-io/nats.go") || rel == "delivery/webhook" && !has(pkg, "net/http") {
 			t.Errorf("%s no longer imports its transport: the check proves nothing", rel)
 		}
+		// The faster codec is opt-in: aggregate keeps encoding/json.
+		if rel == "aggregate" && has(pkg, "github.com/goccy/go-json") {
+			t.Errorf("aggregate imports github.com/goccy/go-json: it belongs in aggregate/gojson")
+		}
+		if rel == "aggregate/gojson" && !has(pkg, "github.com/goccy/go-json") {
+			t.Errorf("%s no longer imports its library: the check proves nothing", rel)
+		}
 		// Nothing in the library imports the CLI or the lab.
 		if has(pkg, module+"/cmd") {
 			t.Errorf("%s imports the CLI module", rel)

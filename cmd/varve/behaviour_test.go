@@ -249,3 +249,32 @@ func TestSIGTERM(t *testing.T) {
 	}
 	checkEnvelope(t, r, "soak")
 }
+
+// TestLoadtestCodec: --codec picks the aggregate codec, says so and
+// records it; an unknown one is a usage error.
+func TestLoadtestCodec(t *testing.T) {
+	for _, tc := range []struct {
+		codec string
+		code  int
+	}{{"json", exitOK}, {"gojson", exitOK}, {"xml", exitUsage}, {"", exitUsage}} {
+		t.Run(tc.codec, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.json")
+			r := runIn(t, "loadtest", "--store", "memory:", "-n", "40", "-u", "4", "-b", "20", "--load-after-save", "--codec", tc.codec, "--json="+out)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", r.code, tc.code, r.stderr)
+			}
+			if tc.code != exitOK {
+				if !strings.Contains(r.stderr, "--codec") {
+					t.Fatalf("the error does not name the flag: %s", r.stderr)
+				}
+				return
+			}
+			if !strings.Contains(r.stdout+r.stderr, "Codec:           "+tc.codec) {
+				t.Fatalf("the run does not say its codec:\n%s%s", r.stdout, r.stderr)
+			}
+			if got := r.env["config"].(map[string]any)["codec"]; got != tc.codec {
+				t.Fatalf("the envelope's config.codec is %v", got)
+			}
+		})
+	}
+}

@@ -52,6 +52,9 @@ command line wins over the variable.` + storeHelp,
 					return err
 				}
 			}
+			if cfg.Codec != "json" && cfg.Codec != "gojson" {
+				return usagef("--codec %q: want json or gojson", cfg.Codec)
+			}
 			if err := durationFlag("duration", c.duration, true); err != nil {
 				return err
 			}
@@ -120,6 +123,7 @@ command line wins over the variable.` + storeHelp,
 	f.BoolVar(&cfg.LoadAfterSave, "load-after-save", cfg.LoadAfterSave, "reload each saved aggregate from the store and compare; a difference is an error [LOAD_AFTER_SAVE]")
 	f.IntVarP(&cfg.Workers, "workers", "w", cfg.Workers, fmt.Sprintf("concurrent workers, each with its own users, at most %s [WORKERS]", group(maxWorkers)))
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the choice of users [SEED]")
+	f.StringVar(&cfg.Codec, "codec", cfg.Codec, "codec of events and snapshots: json (encoding/json) or gojson (github.com/goccy/go-json, the same JSON, faster) [CODEC]")
 	f.BoolVar(&cfg.Baseline, "baseline", cfg.Baseline, "also time bare appends of the same events, the floor of a cycle [BASELINE]")
 	c.out.register(f, true)
 	// The store's variable is BACKEND, as in the scripts this command

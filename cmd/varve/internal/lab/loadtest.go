@@ -15,6 +15,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
+	"github.com/varve-go/varve/aggregate/gojson"
 )
 
 // LoadtestConfig configures [Loadtest].
@@ -52,6 +53,9 @@ type LoadtestConfig struct {
 	// loaded), on the same workers and store: the floor of a cycle, measured
 	// in the same run.
 	Baseline bool `json:"baseline"`
+	// Codec encodes events and snapshots: "json" (encoding/json, the
+	// default) or "gojson" (github.com/goccy/go-json, the same JSON).
+	Codec string `json:"codec"`
 }
 
 // DefaultLoadtestConfig returns the defaults: 50,000 cycles over 100
@@ -60,13 +64,16 @@ type LoadtestConfig struct {
 func DefaultLoadtestConfig() LoadtestConfig {
 	return LoadtestConfig{
 		Store: "memory:", Ops: 50_000, Users: 100, Batch: 1000, Workers: 1,
-		Snapshots: true, SnapshotEvery: 10, Cache: false, CacheSize: 10_000, Seed: 1,
+		Snapshots: true, SnapshotEvery: 10, Cache: false, CacheSize: 10_000, Seed: 1, Codec: "json",
 	}
 }
 
 func (c LoadtestConfig) validate() error {
 	if c.Ops < 0 || c.Users <= 0 || c.Batch <= 0 || c.Workers <= 0 || c.SnapshotEvery <= 0 || c.CacheSize <= 0 || c.Duration < 0 || c.Rate < 0 {
 		return fmt.Errorf("lab: loadtest: users, batch, workers, snapshot-every and cache-size must be positive, ops, duration and rate not negative: %w", varve.ErrInvalidArgument)
+	}
+	if _, ok := loadtestCodecs[c.Codec]; !ok {
+		return fmt.Errorf("lab: loadtest: codec %q: want json or gojson: %w", c.Codec, varve.ErrInvalidArgument)
 	}
 	if c.Ops == 0 && c.Duration == 0 {
 		return fmt.Errorf("lab: loadtest: no op budget and no duration: the run would not end: %w", varve.ErrInvalidArgument)
@@ -143,6 +150,8 @@ type EmailChanged struct {
 	Email string `json:"email"`
 }
 
+var loadtestCodecs = map[string]aggregate.Codec{"json": aggregate.JSON{}, "gojson": gojson.Codec{}}
+
 var loadtestEvents = func() *aggregate.Registry {
 	r := aggregate.NewRegistry()
 	aggregate.Register[UserRegistered](r, "UserRegistered")
@@ -206,6 +215,7 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 		Category: fmt.Sprintf("lt%08x-user", rand.Uint32()),
 		Apply:    applyLoadtestUser,
 		Events:   loadtestEvents,
+		Codec:    loadtestCodecs[cfg.Codec],
 	}, rcfg)
 	if err != nil {
 		return res, fmt.Errorf("lab: loadtest: %w", err)
@@ -486,8 +496,9 @@ func printLoadtestConfig(w io.Writer, r LoadtestResult) {
 		"  Workers:         %d\n"+
 		"  Snapshots:       %s\n"+
 		"  Cache:           %s\n"+
+		"  Codec:           %s\n"+
 		"  Load after save: %v\n",
-		r.Store, r.Backend, ops, limits, c.Users, c.Batch, r.Workers, snap, cache, c.LoadAfterSave)
+		r.Store, r.Backend, ops, limits, c.Users, c.Batch, r.Workers, snap, cache, c.Codec, c.LoadAfterSave)
 }
 
 // PrintLoadtestResult writes the results of a run as text.
