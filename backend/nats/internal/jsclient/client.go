@@ -161,33 +161,6 @@ func (c *Client) untrack(name string) bool {
 	return ok
 }
 
-// apiDetached is api for a request whose effect must be known even when
-// Close runs meanwhile (a consumer create): its reply does not go through
-// the client's reply subscription, which Close ends.
-func (c *Client) apiDetached(ctx context.Context, subject string, req, resp any) error {
-	if err := c.Ready(); err != nil {
-		return err
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	c.requests.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	r, err := c.nc.RequestWithContext(ctx, "$JS.API."+subject, data)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			err = nats.ErrTimeout
-		}
-		return fmt.Errorf("%s: %w", subject, err)
-	}
-	if err := json.Unmarshal(r.Data, resp); err != nil {
-		return fmt.Errorf("decode reply: %w", err)
-	}
-	return nil
-}
-
 // Done is closed when the client is closed.
 func (c *Client) Done() <-chan struct{} { return c.life.Done() }
 

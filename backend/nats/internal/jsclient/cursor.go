@@ -2,6 +2,8 @@ package jsclient
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -332,8 +334,15 @@ func (k *Cursor) create(ctx context.Context) error {
 	if k.next > 1 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = "by_start_sequence", k.next
 	}
+	// The cursor names its consumer and tracks the name before it asks
+	// for it: a Close that interrupts the request still deletes it.
+	name := consumerName()
+	if !k.c.track(name) {
+		_ = sub.Unsubscribe()
+		return ErrClosed
+	}
+	cfg.Name = name
 	var info struct {
-		Name       string    `json:"name"`
 		NumPending uint64    `json:"num_pending"`
 		Error      *APIError `json:"error"`
 	}
@@ -341,21 +350,19 @@ func (k *Cursor) create(ctx context.Context) error {
 		Stream string         `json:"stream_name"`
 		Config consumerConfig `json:"config"`
 	}{k.c.stream, cfg}
-	if err := k.c.apiDetached(ctx, "CONSUMER.CREATE."+k.c.stream, req, &info); err != nil {
+	err = k.c.api(ctx, "CONSUMER.CREATE."+k.c.stream+"."+name, req, &info)
+	if err == nil && info.Error != nil {
+		err = info.Error
+	}
+	if err != nil {
 		_ = sub.Unsubscribe()
+		if k.c.untrack(name) { // else Close deletes it
+			// The request may have created it before ctx ended.
+			_ = k.c.nc.PublishRequest(k.c.deleteSubject(name), k.c.nc.NewInbox(), nil)
+		}
 		return fmt.Errorf("create consumer: %w", err)
 	}
-	if info.Error != nil {
-		_ = sub.Unsubscribe()
-		return fmt.Errorf("create consumer: %w", info.Error)
-	}
-	if !k.c.track(info.Name) { // closed meanwhile
-		_ = sub.Unsubscribe()
-		// Close has run: wait (briefly) for the delete, as Close does.
-		_, _ = k.c.nc.Request(k.c.deleteSubject(info.Name), nil, time.Second)
-		return ErrClosed
-	}
-	k.name, k.sub, k.q = info.Name, sub, q
+	k.name, k.sub, k.q = name, sub, q
 	k.pending, k.dseq, k.early, k.last, k.unacked = info.NumPending, 0, 0, nil, 0
 	k.active = time.Now()
 	return nil
@@ -391,7 +398,8 @@ func (k *Cursor) Close(ctx context.Context) error {
 	var resp struct {
 		Error *APIError `json:"error"`
 	}
-	if err := k.c.apiDetached(ctx, "CONSUMER.DELETE."+k.c.stream+"."+name, struct{}{}, &resp); err != nil {
+	if err := k.c.api(ctx, "CONSUMER.DELETE."+k.c.stream+"."+name, struct{}{}, &resp); err != nil {
+		_ = k.c.nc.PublishRequest(k.c.deleteSubject(name), k.c.nc.NewInbox(), nil)
 		return fmt.Errorf("delete consumer: %w", err)
 	}
 	if resp.Error != nil && resp.Error.Code != 404 {
@@ -492,3 +500,10 @@ func (q *queue) pop() (m *nats.Msg, lost bool) {
 }
 
 func isHeartbeat(m *nats.Msg) bool { return len(m.Data) == 0 && m.Header.Get("Status") == "100" }
+
+// consumerName returns a name no other consumer has.
+func consumerName() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "varve_" + hex.EncodeToString(b[:])
+}

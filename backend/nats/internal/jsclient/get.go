@@ -162,6 +162,7 @@ func (c *Client) GetBatch(ctx context.Context, subject string, from uint64, n in
 
 // consumerConfig is the configuration of a scan's push consumer.
 type consumerConfig struct {
+	Name              string        `json:"name,omitempty"`
 	DeliverSubject    string        `json:"deliver_subject"`
 	DeliverPolicy     string        `json:"deliver_policy"`
 	OptStartSeq       uint64        `json:"opt_start_seq,omitempty"`
