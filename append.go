@@ -26,7 +26,7 @@ func (s *Store) append(ctx context.Context, stream string, expected ExpectedVers
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)
 	}
-	res, err := s.b.Append(ctx, AppendRequest{Stream: stream, Expected: expected, Events: events})
+	res, err := s.b.Append(ctx, AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)})
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)
 	}

@@ -69,6 +69,9 @@ type AppendRequest struct {
 	Stream   string
 	Expected ExpectedVersion
 	Events   []Event
+	// Category is the stream's category ([Store.Category]); a backend that
+	// implements [FilteredReader] stores it with each event.
+	Category string
 }
 
 // Direction is the order of a stream read.
@@ -99,8 +102,9 @@ type AllQuery struct {
 // acknowledged append survives a crash, how it checks event ids, its limits.
 // Optional capabilities are not flags: a backend has one when it implements
 // the capability's interface ([SnapshotStore], [CheckpointStore],
-// [Watcher]), and the [Store] hands each out behind its facade
-// ([Store.Snapshots], [Store.Checkpoints], [Store.Watch]).
+// [Watcher], [FilteredReader]), and the [Store] hands each out behind its
+// facade ([Store.Snapshots], [Store.Checkpoints], [Store.Watch], a
+// [Filter] on reads of the global log).
 type Features struct {
 	// Name identifies the backend in reports ("memory", "sqlite", ...).
 	Name string

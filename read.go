@@ -60,7 +60,18 @@ type streamOptions struct {
 	from Version
 }
 
-type allOptions struct{ paging }
+type allOptions struct {
+	paging
+	filter Filter
+}
+
+// pageLen is the length of one page of a read with o.
+func (o allOptions) pageLen() int {
+	if o.limit > 0 && o.limit < o.pageSize {
+		return o.limit
+	}
+	return o.pageSize
+}
 
 func (s *Store) paging(p paging) (paging, error) {
 	if p.pageSize == 0 {
@@ -88,7 +99,9 @@ func (s *Store) allOptions(opts []AllOption) (allOptions, error) {
 		opt.applyAll(&o)
 	}
 	var err error
-	o.paging, err = s.paging(o.paging)
+	if o.paging, err = s.paging(o.paging); err == nil {
+		err = o.filter.check()
+	}
 	return o, err
 }
 
@@ -217,6 +230,16 @@ func (s *Store) ReadAll(ctx context.Context, after Position, opts ...AllOption) 
 			return
 		}
 		q := AllQuery{After: after}
+		if !o.filter.IsZero() {
+			s.readPages(ctx, o.paging, yield, fail,
+				func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
+					page, through, err := s.readFiltered(ctx, q.After, n, o.filter, buf)
+					q.After = through
+					return page, err
+				},
+				func(*RecordedEvent) bool { return true })
+			return
+		}
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
 				q.Limit = n
@@ -234,16 +257,20 @@ type AllPage struct {
 	// Events are the events read, in position order: buf extended.
 	Events []RecordedEvent
 	// Through is the position the read went through: the last event's, or
-	// the position the read started after when the page is empty. A reader
-	// that checkpoints page by page resumes after it.
+	// the position the read started after when the page is empty. A
+	// filtered page that is not full goes through the events it passed
+	// over, up to the end of what is readable now, so that a reader of a
+	// sparse filter moves on. A reader that checkpoints page by page
+	// resumes after it.
 	Through Position
 }
 
 // ReadAllPage reads one page of the global log after position after,
 // appending at most [PageSize] events (or [Limit], if smaller) to buf. It
 // is the call under [Store.ReadAll], for readers that keep their own
-// position page by page, such as package subscription. An empty page means
-// nothing is readable after after yet.
+// position page by page, such as package subscription. With a [Filter] it
+// returns only matching events. A page shorter than asked means that
+// nothing else (that matches) is readable after after yet.
 func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
 	page := AllPage{Events: buf, Through: after}
 	err := s.ready(ctx)
@@ -251,21 +278,22 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 	if err == nil {
 		err = oerr
 	}
-	n := o.pageSize
-	if o.limit > 0 && o.limit < n {
-		n = o.limit
-	}
+	n := o.pageLen()
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
-		page.Events, err = s.b.ReadAll(rctx, AllQuery{After: after, Limit: n}, buf)
+		if o.filter.IsZero() {
+			page.Events, err = s.b.ReadAll(rctx, AllQuery{After: after, Limit: n}, buf)
+			if k := len(page.Events); err == nil && k > len(buf) {
+				page.Through = page.Events[k-1].Position
+			}
+		} else {
+			page.Events, page.Through, err = s.readFiltered(rctx, after, n, o.filter, buf)
+		}
 		err = readErr(rctx, err)
 		stop()
 	}
 	if err != nil {
-		return page, fmt.Errorf("varve: read $all after %s: %w", after, err)
-	}
-	if k := len(page.Events); k > len(buf) {
-		page.Through = page.Events[k-1].Position
+		return AllPage{Events: buf, Through: after}, fmt.Errorf("varve: read $all after %s: %w", after, err)
 	}
 	return page, nil
 }

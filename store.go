@@ -37,6 +37,11 @@ type Config struct {
 	// PageSize is how many events a read asks the backend for at a time;
 	// default 512.
 	PageSize int
+	// CategorySeparator ends the category part of a stream id
+	// ([Store.Category]); default "-". Backends store each event's category
+	// as it was when the event was appended, so a store keeps one separator
+	// for its life.
+	CategorySeparator string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -55,6 +60,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
+	if c.CategorySeparator == "" {
+		c.CategorySeparator = DefaultCategorySeparator
+	}
+	if err := checkText("category separator", c.CategorySeparator); err != nil || len(c.CategorySeparator) > 8 {
+		return c, invalid("category separator %q: 1..8 bytes of UTF-8 without NUL", c.CategorySeparator)
+	}
 	return c, nil
 }
 
@@ -71,9 +82,10 @@ type Store struct {
 	kill  context.CancelCauseFunc
 	pages sync.Pool // *[]RecordedEvent of capacity cfg.PageSize
 
-	snaps   SnapshotStore   // nil when the backend has none
-	cps     CheckpointStore // nil when the backend has none
-	watcher Watcher         // nil when the backend cannot notify
+	snaps    SnapshotStore   // nil when the backend has none
+	cps      CheckpointStore // nil when the backend has none
+	watcher  Watcher         // nil when the backend cannot notify
+	filtered FilteredReader  // nil when the Store filters pages itself
 }
 
 // New returns a Store over b. The Store owns b: closing the Store closes b.
@@ -93,6 +105,7 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.snaps, _ = b.(SnapshotStore)
 	s.cps, _ = b.(CheckpointStore)
 	s.watcher, _ = b.(Watcher)
+	s.filtered, _ = b.(FilteredReader)
 	s.pages.New = func() any {
 		p := make([]RecordedEvent, 0, cfg.PageSize)
 		return &p

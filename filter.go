@@ -1,0 +1,256 @@
+package varve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// DefaultCategorySeparator ends the category part of a stream id: the
+// category of "order-42" is "order".
+const DefaultCategorySeparator = "-"
+
+// MaxFilterValues bounds the values of each list of a [Filter].
+const MaxFilterValues = 64
+
+// Category returns the category of stream: the part of its id before the
+// first separator, or the whole id when it has none ("order-42" is in
+// "order", "order" too). The separator is [Config.CategorySeparator].
+func (s *Store) Category(stream string) string {
+	return category(stream, s.cfg.CategorySeparator)
+}
+
+func category(stream, sep string) string {
+	if i := strings.Index(stream, sep); i >= 0 {
+		return stream[:i]
+	}
+	return stream
+}
+
+// Filter selects events of the global log. An event matches when it
+// matches every list that is not empty: its stream's category is one of
+// Categories, its type one of Types, its stream id begins with one of
+// StreamPrefixes. The zero Filter matches every event.
+//
+// A Filter is an [AllOption]: pass it to [Store.ReadAll] or
+// [Store.ReadAllPage]. Backends that implement [FilteredReader] read only
+// matching events, through indexes; on the others the Store filters pages
+// of the log itself. Either way the events and their order are the same.
+type Filter struct {
+	Categories     []string
+	Types          []string
+	StreamPrefixes []string
+}
+
+func (f Filter) applyAll(o *allOptions) { o.filter = f }
+
+// IsZero reports whether f matches every event.
+func (f Filter) IsZero() bool {
+	return len(f.Categories) == 0 && len(f.Types) == 0 && len(f.StreamPrefixes) == 0
+}
+
+// Match reports whether e matches f in a store whose categories end at sep.
+func (f Filter) Match(e *RecordedEvent, sep string) bool {
+	if len(f.Categories) > 0 && !slices.Contains(f.Categories, category(e.Stream, sep)) {
+		return false
+	}
+	if len(f.Types) > 0 && !slices.Contains(f.Types, e.Type) {
+		return false
+	}
+	if len(f.StreamPrefixes) > 0 && !slices.ContainsFunc(f.StreamPrefixes, func(p string) bool {
+		return strings.HasPrefix(e.Stream, p)
+	}) {
+		return false
+	}
+	return true
+}
+
+func (f Filter) check() error {
+	for _, l := range []struct {
+		what string
+		vs   []string
+	}{{"category", f.Categories}, {"event type", f.Types}, {"stream prefix", f.StreamPrefixes}} {
+		if len(l.vs) > MaxFilterValues {
+			return invalid("filter: %d values of %s, limit %d", len(l.vs), l.what, MaxFilterValues)
+		}
+		for _, v := range l.vs {
+			if len(v) == 0 || len(v) > MaxStreamIDLen {
+				return invalid("filter: %s must be 1..%d bytes, got %d", l.what, MaxStreamIDLen, len(v))
+			}
+			if err := checkText("filter "+l.what, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pushdown returns f as the Store hands it to a backend: lists sorted and
+// without repeats, and the category implied by each stream prefix that
+// holds the separator ("order-4" can only match streams of "order") added
+// to Categories, so that backends can serve it from their category index.
+// none is true when no event can match.
+func (f Filter) pushdown(sep string) (q Filter, none bool) {
+	q.Types = sortedSet(f.Types)
+	q.Categories = sortedSet(f.Categories)
+	if len(f.StreamPrefixes) == 0 {
+		return q, false
+	}
+	implied := make([]string, 0, len(f.StreamPrefixes))
+	for _, p := range f.StreamPrefixes {
+		i := strings.Index(p, sep)
+		if i < 0 {
+			implied = nil
+			break
+		}
+		implied = append(implied, p[:i])
+	}
+	prefixes := sortedSet(f.StreamPrefixes)
+	if implied != nil {
+		implied = sortedSet(implied)
+		if len(q.Categories) > 0 {
+			implied = slices.DeleteFunc(implied, func(c string) bool {
+				_, found := slices.BinarySearch(q.Categories, c)
+				return !found
+			})
+			prefixes = slices.DeleteFunc(prefixes, func(p string) bool {
+				_, found := slices.BinarySearch(implied, category(p, sep))
+				return !found
+			})
+			if len(prefixes) == 0 {
+				return q, true
+			}
+		}
+		q.Categories = implied
+	}
+	q.StreamPrefixes = prefixes
+	return q, false
+}
+
+func sortedSet(vs []string) []string {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := slices.Clone(vs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// FilterQuery asks a [FilteredReader] for one page of the matching events
+// of the global log.
+type FilterQuery struct {
+	After  Position
+	Limit  int
+	Filter Filter
+}
+
+// FilteredReader is the capability of a backend to read the events of the
+// global log that match a [Filter] without reading the others, through
+// indexes on categories and types. The Store hands it a validated filter
+// whose lists are sorted and without repeats; the category of an event is
+// [AppendRequest.Category] as it was appended.
+type FilteredReader interface {
+	// ReadAllFiltered appends to buf at most q.Limit matching events after
+	// q.After, in position order, under the rule of ReadAll: no event is
+	// returned before a position that may still commit later. When it
+	// returns fewer than q.Limit events it also returns through: a position
+	// at or after every event it could have returned and before every event
+	// that commits later (as [Backend.LastPosition]), so that a sparse
+	// reader moves on; with a full page, through is ignored. A backend that
+	// cannot filter this store (a schema of an older version) returns
+	// ErrNotSupported, and the Store filters full pages itself.
+	ReadAllFiltered(ctx context.Context, q FilterQuery, buf []RecordedEvent) (events []RecordedEvent, through Position, err error)
+}
+
+// CanFilter reports whether the backend reads filtered pages of the global
+// log itself ([FilteredReader]); otherwise the Store filters full pages.
+func (s *Store) CanFilter() bool { return s.filtered != nil }
+
+// readFiltered reads one page of at most n events of the global log after
+// after that match f. A page shorter than n means that nothing else
+// matches now; through is then the position the read went through.
+func (s *Store) readFiltered(ctx context.Context, after Position, n int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+	q, none := f.pushdown(s.cfg.CategorySeparator)
+	if none {
+		last, err := s.b.LastPosition(ctx)
+		return buf, laterOf(after, last), err
+	}
+	if s.filtered != nil {
+		start := len(buf)
+		out, through, err := s.filtered.ReadAllFiltered(ctx, FilterQuery{After: after, Limit: n, Filter: q}, buf)
+		if errors.Is(err, ErrNotSupported) {
+			return s.scanFiltered(ctx, after, n, f, buf[:start])
+		}
+		if err != nil {
+			return out, after, err
+		}
+		if k := len(out); k > start && (k-start == n || through.Less(out[k-1].Position)) {
+			through = out[k-1].Position
+		}
+		return out, laterOf(after, through), nil
+	}
+	return s.scanFiltered(ctx, after, n, f, buf)
+}
+
+// scanFiltered filters full pages of the global log until it has n
+// matching events or reaches the end: the reference that the backends'
+// filtered reads must agree with.
+func (s *Store) scanFiltered(ctx context.Context, after Position, n int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+	scratch, size := s.page(paging{pageSize: s.cfg.PageSize})
+	used := 0
+	defer func() { s.release(scratch, used) }()
+	start := len(buf)
+	for {
+		page, err := s.b.ReadAll(ctx, AllQuery{After: after, Limit: size}, (*scratch)[:0])
+		*scratch, used = page[:0], max(used, len(page))
+		if err != nil {
+			return buf, after, err
+		}
+		for i := range page {
+			e := &page[i]
+			after = e.Position
+			if f.Match(e, s.cfg.CategorySeparator) {
+				if buf = append(buf, *e); len(buf)-start == n {
+					return buf, after, nil
+				}
+			}
+		}
+		if len(page) < size {
+			return buf, after, nil
+		}
+	}
+}
+
+func laterOf(p, q Position) Position {
+	if p.Less(q) {
+		return q
+	}
+	return p
+}
+
+// ScanFiltered reads one filtered page as a Store over a backend without
+// [FilteredReader] would: by filtering full pages of the global log. It is
+// the reference of the conformance suite and of benchmarks; applications
+// use [Store.ReadAllPage] with a [Filter].
+func (s *Store) ScanFiltered(ctx context.Context, after Position, f Filter, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
+	o, err := s.allOptions(opts)
+	if err == nil {
+		err = s.ready(ctx)
+	}
+	if err == nil {
+		err = f.check()
+	}
+	page := AllPage{Events: buf, Through: after}
+	if err == nil {
+		rctx, stop := s.readContext(ctx)
+		page.Events, page.Through, err = s.scanFiltered(rctx, after, o.pageLen(), f, buf)
+		err = readErr(rctx, err)
+		stop()
+	}
+	if err != nil {
+		return AllPage{Events: buf, Through: after}, fmt.Errorf("varve: read $all after %s: %w", after, err)
+	}
+	return page, nil
+}
