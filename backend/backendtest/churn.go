@@ -40,8 +40,8 @@ const (
 // append to many streams (a few hot ones with conflicts and retries) while
 // churners truncate, delete, tombstone and re-create streams of their own,
 // and readers of each style follow $all: tiny pages, a reader that reopens
-// a new store from the text form of its position every 20 pages, and a live
-// subscription. The churners go on until the readers have read the last
+// a new store from the text form of its position every 20 pages, a live
+// subscription, and a reader of filtered pages. The churners go on until the readers have read the last
 // acknowledged append, so that a reader that is behind still reads under
 // churn. Each reader must see every acknowledged event of the kept streams
 // exactly once, in version order; churned events may vanish but never come
@@ -87,6 +87,7 @@ func testChurn(t *testing.T, f Factory) {
 		{name: "tiny-pages", read: func(ctx context.Context, r *churnReader) error { return readTiny(ctx, s, pfx, g, r) }},
 		{name: "reopening", read: func(ctx context.Context, r *churnReader) error { return readReopening(ctx, open, pfx, g, r) }},
 		{name: "subscription", read: func(ctx context.Context, r *churnReader) error { return readLive(ctx, s, pfx, g, r) }},
+		{name: "filtered", read: func(ctx context.Context, r *churnReader) error { return readFilteredPages(ctx, s, pfx, g, r) }},
 	}
 	for _, r := range readers {
 		r.start(rctx, start)

@@ -126,6 +126,50 @@ func readTiny(ctx context.Context, s *varve.Store, pfx string, g *goal, r *churn
 	return nil
 }
 
+// readFilteredPages reads $all in pages of 1 to 7 events filtered on the
+// test's stream prefix, which holds the category separator, so that
+// backends serve it from their category index and check the prefix on
+// each event. A page goes through its last event, or further when it is
+// short; the reader resumes after that.
+func readFilteredPages(ctx context.Context, s *varve.Store, pfx string, g *goal, r *churnReader) error {
+	rng := rand.New(rand.NewPCG(3, uint64(time.Now().UnixNano())))
+	f := varve.Filter{StreamPrefixes: []string{pfx}}
+	var buf []varve.RecordedEvent
+	for !r.check(g) {
+		n := 1 + rng.IntN(7)
+		from := r.pos
+		page, err := s.ReadAllPage(ctx, r.pos, buf[:0], varve.Limit(n), f)
+		if err != nil {
+			return err
+		}
+		buf = page.Events
+		for i := range page.Events {
+			if e := &page.Events[i]; !strings.HasPrefix(e.Stream, pfx) {
+				return fmt.Errorf("filtered page after %s holds %s@%d, which does not match", from, e.Stream, e.Version)
+			}
+			if err := r.take(pfx, &page.Events[i]); err != nil {
+				return err
+			}
+		}
+		switch {
+		case page.Through.Less(r.pos):
+			return fmt.Errorf("page of %d events after %s goes through %s, before its last event at %s", len(page.Events), from, page.Through, r.pos)
+		case len(page.Events) == n && page.Through != r.pos:
+			return fmt.Errorf("full page of %d events after %s goes through %s, its last event is at %s", n, from, page.Through, r.pos)
+		}
+		r.pos = page.Through
+		if len(page.Events) > 0 {
+			r.pages++
+		}
+		if len(page.Events) < n {
+			if err := pause(ctx, churnPoll); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // readReopening reads $all in pages of 1 to 50 events and every 20 pages
 // closes its store, opens a new one and resumes from the text form of its
 // position, as a process that restarts from a saved checkpoint does.

@@ -44,6 +44,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadPaged", testReadPaged},
 		{"ReadLongStream", testReadLongStream},
 		{"ReadAllOrder", testReadAllOrder},
+		{"FilteredRead", testFilteredRead},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},

@@ -47,6 +47,7 @@ type shard struct {
 
 type record struct {
 	ev   varve.RecordedEvent
+	cat  string
 	dead bool // guarded by eventLog.mu
 }
 
@@ -63,11 +64,14 @@ type stream struct {
 }
 
 type eventLog struct {
-	mu    sync.RWMutex
-	recs  []*record // in position order; dead entries are skipped by readers
-	dead  int
-	seq   uint64
-	watch notify.Broadcast // woken after each commit
+	mu   sync.RWMutex
+	recs []*record // in position order; dead entries are skipped by readers
+	// byCat and byType index recs by category and by event type, each list
+	// in position order, for filtered reads.
+	byCat, byType map[string][]*record
+	dead          int
+	seq           uint64
+	watch         notify.Broadcast // woken after each commit
 }
 
 // New returns an empty in-memory backend.
@@ -144,6 +148,12 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	} else if st.deleted {
 		st.deleted, st.created = false, now
 	}
+	cat := req.Category
+	if strings.HasPrefix(st.name, cat) {
+		cat = st.name[:len(cat)]
+	} else {
+		cat = strings.Clone(cat)
+	}
 	recs := make([]record, len(req.Events))
 	size := 0
 	for i := range req.Events {
@@ -157,6 +167,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 		e := &req.Events[i]
 		r := &recs[i].ev
 		r.ID, r.Type, r.Stream = e.ID, e.Type, st.name
+		recs[i].cat = cat
 		r.Version = current + varve.Version(i) + 1
 		r.RecordedAt = now
 		if len(e.Data) > 0 {
@@ -172,11 +183,19 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	l := &b.log
 	l.mu.Lock()
 	l.recs = grow(l.recs, len(recs))
+	if l.byCat == nil {
+		l.byCat, l.byType = map[string][]*record{}, map[string][]*record{}
+	}
+	cats := l.byCat[cat]
 	for i := range recs {
 		l.seq++
-		recs[i].ev.Position = varve.Position{Seq: l.seq}
-		l.recs = append(l.recs, &recs[i])
+		r := &recs[i]
+		r.ev.Position = varve.Position{Seq: l.seq}
+		l.recs = append(l.recs, r)
+		cats = append(cats, r)
+		l.byType[r.ev.Type] = append(l.byType[r.ev.Type], r)
 	}
+	l.byCat[cat] = cats
 	l.mu.Unlock()
 	l.watch.Notify()
 
@@ -446,6 +465,35 @@ func (l *eventLog) kill(recs []*record) {
 		}
 	}
 	l.recs, l.dead = live, 0
+	for _, index := range []map[string][]*record{l.byCat, l.byType} {
+		for k, rs := range index {
+			if rs = compact(rs); len(rs) == 0 {
+				delete(index, k)
+			} else {
+				index[k] = rs
+			}
+		}
+	}
+}
+
+// compact returns the live records of rs, in a new slice when some are dead.
+func compact(rs []*record) []*record {
+	n := 0
+	for _, r := range rs {
+		if !r.dead {
+			n++
+		}
+	}
+	if n == len(rs) {
+		return rs
+	}
+	live := make([]*record, 0, n)
+	for _, r := range rs {
+		if !r.dead {
+			live = append(live, r)
+		}
+	}
+	return live
 }
 
 // Watch implements varve.Watcher.

@@ -84,10 +84,10 @@ func (b *Backend) appendFast(ctx context.Context, req varve.AppendRequest, args 
 	b.requests.Add(1)
 	if len(req.Events) == 1 {
 		e := &req.Events[0]
-		row = b.pool.QueryRow(ctx, b.sql.appendOne, req.Stream, int64(req.Expected), [16]byte(e.ID), e.Type, e.Data, e.Metadata)
+		row = b.pool.QueryRow(ctx, b.sql.appendOne, b.appendArgs(req, [16]byte(e.ID), e.Type, e.Data, e.Metadata)...)
 	} else {
 		args.fill(req.Events)
-		row = b.pool.QueryRow(ctx, b.sql.appendMany, req.Stream, int64(req.Expected), args.ids, args.types, args.data, args.meta)
+		row = b.pool.QueryRow(ctx, b.sql.appendMany, b.appendArgs(req, args.ids, args.types, args.data, args.meta)...)
 	}
 	var last, tx, seq int64
 	err := row.Scan(&last, &tx, &seq)
@@ -109,8 +109,7 @@ func (b *Backend) appendSlow(ctx context.Context, req varve.AppendRequest, args 
 	args.fill(req.Events)
 	var first, last, tx, seq int64
 	b.requests.Add(1)
-	err := b.pool.QueryRow(ctx, b.sql.append, req.Stream, int64(req.Expected),
-		args.ids, args.types, args.data, args.meta).Scan(&first, &last, &tx, &seq)
+	err := b.pool.QueryRow(ctx, b.sql.append, b.appendArgs(req, args.ids, args.types, args.data, args.meta)...).Scan(&first, &last, &tx, &seq)
 	if err != nil {
 		return varve.AppendResult{}, err
 	}
@@ -119,4 +118,14 @@ func (b *Backend) appendSlow(ctx context.Context, req varve.AppendRequest, args 
 		LastVersion:  varve.Version(last),
 		Position:     varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
 	}, nil
+}
+
+// appendArgs returns the arguments of an append statement: the stream, the
+// expected version, the events' ids, types, data and metadata, and the
+// category on a schema that keeps categories (migration 6).
+func (b *Backend) appendArgs(req varve.AppendRequest, ids, types, data, meta any) []any {
+	if b.version >= categorySince {
+		return []any{req.Stream, int64(req.Expected), ids, types, data, meta, req.Category}
+	}
+	return []any{req.Stream, int64(req.Expected), ids, types, data, meta}
 }

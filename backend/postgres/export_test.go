@@ -3,4 +3,12 @@ package postgres
 // UseXminHorizon makes b read $all below the xmin of the whole server, as
 // schemas before migration 5 are read: the baseline of the horizon
 // benchmarks.
-func UseXminHorizon(b *Backend) { b.sql = newQueries(b.schema, xminHorizon) }
+func UseXminHorizon(b *Backend) {
+	b.sql = newQueries(b.schema, xminHorizon, b.version >= categorySince)
+}
+
+// FilterQueries returns the statements of filtered reads: by category, by
+// type, by stream prefix.
+func FilterQueries(b *Backend) (byCategory, byType, byPrefix string) {
+	return b.sql.readByCategory, b.sql.readByType, b.sql.readByPrefix
+}

@@ -9,6 +9,11 @@ type queries struct {
 	readAll, lastPosition     string
 	streamInfo                string
 
+	// Filtered reads of $all, from migration 6 (empty before): by the
+	// categories' index, by the types' index, and a scan for stream
+	// prefixes alone.
+	readByCategory, readByType, readByPrefix string
+
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
 }
@@ -23,11 +28,15 @@ const xminHorizon = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`
 // may write events holds the schema's writer lock before it has an id.
 const writerLockSince = 5
 
+// categorySince is the schema version from which events keep their
+// category and the log is indexed for filtered reads.
+const categorySince = 6
+
 // writersHorizon is the horizon of schemas whose writers announce
 // themselves: see all_horizon in migration 5.
 func writersHorizon(schema string) string { return `(SELECT ` + schema + `.all_horizon())` }
 
-func newQueries(s, horizon string) queries {
+func newQueries(s, horizon string, category bool) queries {
 	const streamCols = `e.tx, e.seq, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at`
 	readStream := func(cond, order string) string {
 		return `SELECT s.deleted, s.tombstoned, ` + streamCols + `
@@ -58,18 +67,63 @@ WHERE s.stream = $1`
      WHERE st.xmin = (SELECT x FROM cur) AND NOT st.deleted AND NOT st.tombstoned
     RETURNING st.version
 ), ins AS (
-    INSERT INTO ` + s + `.events (tx, stream, version, id, type, data, metadata)
-    ` + rows + `
+    INSERT INTO ` + s + `.events ` + rows + `
     RETURNING version, tx, seq
 )
 SELECT version, tx, seq FROM ins` + last
 	}
+	// From migration 6 every append writes the category, $7.
+	cols, catVal, catArg := ``, ``, ``
+	if category {
+		cols, catVal, catArg = `, category`, `, $7::text`, `, $7`
+	}
+	const allCols = `e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at`
+	// A filtered page: for each indexed value ($4), a range scan of its
+	// index after ($1, $2) and below the horizon, each bounded by the limit
+	// ($3), merged by position. The planner cannot know how selective a
+	// value from unnest is, and given "category = v.val" it would rather
+	// filter the primary key's scan of $all, which also reads in (tx, seq)
+	// order. So the range is written on the index's own columns, from
+	// (value, $1, $2) to (value, horizon, 0) (seq starts at 1), which pins
+	// the value without an equality, and the order (value, tx, seq) is one
+	// only that index gives. $5 and $6 are the types and stream prefixes
+	// checked on each row (NULL for none).
+	byIndex := func(col string) string {
+		if !category {
+			return ``
+		}
+		return `SELECT ` + allCols + `
+FROM unnest($4::text[]) AS v(val)
+CROSS JOIN LATERAL (
+    SELECT * FROM ` + s + `.events e
+    WHERE (e.` + col + `, e.tx, e.seq) > (v.val, $1, $2) AND (e.` + col + `, e.tx, e.seq) < (v.val, ` + horizon + `, 0)
+      AND ($5::text[] IS NULL OR e.type = ANY($5::text[]))
+      AND ($6::text[] IS NULL OR e.stream ^@ ANY($6::text[]))
+    ORDER BY e.` + col + `, e.tx, e.seq
+    LIMIT $3
+) e
+ORDER BY e.tx, e.seq
+LIMIT $3`
+	}
+	byPrefix := ``
+	if category {
+		byPrefix = `SELECT ` + allCols + `
+FROM ` + s + `.events e
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + ` AND e.stream ^@ ANY($4::text[])
+ORDER BY e.tx, e.seq
+LIMIT $3`
+	}
 	return queries{
-		appendOne: fastAppend("1", `SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea FROM up`, ``),
-		appendMany: fastAppend("cardinality($3::uuid[])", `SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met
+		readByCategory: byIndex("category"),
+		readByType:     byIndex("type"),
+		readByPrefix:   byPrefix,
+		appendOne: fastAppend("1", `(tx, stream, version, id, type, data, metadata`+cols+`)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea`+catVal+` FROM up`, ``),
+		appendMany: fastAppend("cardinality($3::uuid[])", `(tx, stream, version, id, type, data, metadata`+cols+`)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met`+catVal+`
       FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
      ORDER BY r.ord`, ` ORDER BY version DESC LIMIT 1`),
-		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6)`,
+		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6` + catArg + `)`,
 		delete:   `SELECT ` + s + `.delete_stream($1, $2, $3)`,
 		truncate: `SELECT ` + s + `.truncate_stream($1, $2)`,
 

@@ -162,6 +162,16 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}
+	buf, err = b.scanAll(rows, buf)
+	if err != nil {
+		return buf, b.fail(ctx, err)
+	}
+	return buf, nil
+}
+
+// scanAll appends the rows of a read of $all to buf and closes them; on an
+// error buf is as it was.
+func (b *Backend) scanAll(rows pgx.Rows, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	defer rows.Close()
 	if err := checkBinary(rows.FieldDescriptions()); err != nil {
 		return buf, err
@@ -179,7 +189,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		p.refs = append(p.refs, rowRefs{stream: p.addText(v[2]), typ: p.addText(v[5]), data: p.addBlob(v[6]), meta: p.addBlob(v[7])})
 	}
 	if err := rows.Err(); err != nil {
-		return buf[:start], b.fail(ctx, err)
+		return buf[:start], err
 	}
 	p.finish(buf[start:], true)
 	return buf, nil

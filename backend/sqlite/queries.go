@@ -11,8 +11,8 @@ const maxInsertRows = 32
 var qInsertEvents = func() map[int]string {
 	m := map[int]string{}
 	for k := 1; k <= maxInsertRows; k *= 2 {
-		q := "INSERT INTO events (position, stream_id, version, event_id, type, data, metadata, recorded_at) VALUES "
-		q += strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", k)
+		q := "INSERT INTO events (position, stream_id, version, event_id, type, data, metadata, recorded_at, category) VALUES "
+		q += strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?), ", k)
 		m[k] = strings.TrimSuffix(q, ", ")
 	}
 	return m

@@ -28,6 +28,7 @@ type op struct {
 	kind opKind
 
 	stream    string
+	category  string
 	expected  varve.ExpectedVersion
 	events    []varve.Event
 	before    varve.Version
@@ -336,7 +337,7 @@ func (w *writer) append(o *op) (error, bool) {
 		args := w.args[:0]
 		for j := i; j < i+k; j++ {
 			e := &o.events[j]
-			args = append(args, w.next+int64(j-i), s.id, s.version+int64(j)+1, e.ID[:], e.Type, e.Data, e.Metadata, w.now)
+			args = append(args, w.next+int64(j-i), s.id, s.version+int64(j)+1, e.ID[:], e.Type, e.Data, e.Metadata, w.now, o.category)
 		}
 		_, err := w.c.exec(bg, qInsertEvents[k], args...)
 		clear(args)
@@ -488,7 +489,7 @@ func (w *writer) delete(o *op) (error, bool) {
 // returns ctx.Err() at once, but the append may still commit (an exact
 // retry is idempotent), and the writer may read req.Events until then.
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
-	o := &op{ctx: ctx, kind: opAppend, stream: req.Stream, expected: req.Expected, events: req.Events}
+	o := &op{ctx: ctx, kind: opAppend, stream: req.Stream, category: req.Category, expected: req.Expected, events: req.Events}
 	if err := b.submit(o); err != nil {
 		return varve.AppendResult{}, err
 	}

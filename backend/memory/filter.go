@@ -1,0 +1,73 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/varve-go/varve"
+)
+
+// ReadAllFiltered implements varve.FilteredReader: it merges the position
+// ordered index lists of the filter's categories (or else of its types) and
+// checks the rest of the filter on each event; a filter of stream prefixes
+// alone scans the log.
+func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
+	if err := b.check(ctx); err != nil {
+		return buf, varve.Position{}, err
+	}
+	l := &b.log
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	f := q.Filter
+	var lists [][]*record
+	switch {
+	case len(f.Categories) > 0:
+		for _, c := range f.Categories {
+			lists = append(lists, l.byCat[c])
+		}
+		f.Categories = nil
+	case len(f.Types) > 0:
+		for _, t := range f.Types {
+			lists = append(lists, l.byType[t])
+		}
+		f.Types = nil
+	default:
+		lists = [][]*record{l.recs}
+	}
+	next := make([]int, len(lists))
+	for k, rs := range lists {
+		next[k] = sort.Search(len(rs), func(i int) bool { return q.After.Less(rs[i].ev.Position) })
+	}
+	for q.Limit > 0 {
+		best := -1
+		for k, rs := range lists {
+			if next[k] < len(rs) && (best < 0 || rs[next[k]].ev.Position.Less(lists[best][next[best]].ev.Position)) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		r := lists[best][next[best]]
+		next[best]++
+		if !r.dead && match(r, f) {
+			buf = append(buf, r.ev)
+			q.Limit--
+		}
+	}
+	return buf, varve.Position{Seq: l.seq}, nil
+}
+
+func match(r *record, f varve.Filter) bool {
+	if len(f.Categories) > 0 && !slices.Contains(f.Categories, r.cat) {
+		return false
+	}
+	if len(f.Types) > 0 && !slices.Contains(f.Types, r.ev.Type) {
+		return false
+	}
+	return len(f.StreamPrefixes) == 0 || slices.ContainsFunc(f.StreamPrefixes, func(p string) bool {
+		return strings.HasPrefix(r.ev.Stream, p)
+	})
+}
