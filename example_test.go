@@ -71,3 +71,38 @@ func ExampleStore_ReadAll() {
 	// 3 cart-1 CheckedOut
 	// checkpoint 3
 }
+
+// A filter reads only the events of some categories, types or streams of
+// the global log; the backend serves it from its indexes.
+func ExampleFilter() {
+	ctx := context.Background()
+	store, err := varve.New(memory.New(), varve.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	for _, stream := range []string{"order-1", "cart-1", "order-2"} {
+		if _, err := store.Append(ctx, stream, varve.Any, varve.NewEvent("Created", nil), varve.NewEvent("Closed", nil)); err != nil {
+			panic(err)
+		}
+	}
+	orders := varve.Filter{Categories: []string{"order"}, Types: []string{"Closed"}}
+	for e, err := range store.ReadAll(ctx, varve.Start, orders) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(e.Stream, e.Version, e.Type)
+	}
+
+	// A page goes through the events it passed over, so that a sparse
+	// reader's checkpoint moves on.
+	page, err := store.ReadAllPage(ctx, varve.Start, nil, varve.Filter{Categories: []string{"cart"}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(page.Events), "cart events, through", page.Through)
+	// Output:
+	// order-1 2 Closed
+	// order-2 2 Closed
+	// 2 cart events, through 6
+}

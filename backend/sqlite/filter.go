@@ -15,7 +15,8 @@ import (
 
 // A filtered read is one branch per value of the indexed list (the
 // categories, or else the types), each a range scan of its index in
-// position order bounded by the page's limit, merged by position. The rest
+// position order, merged by position (a compound SELECT's MERGE, which
+// reads each branch lazily and stops at the page's limit). The rest
 // of the filter is checked in each branch, from JSON arrays (NULL when the
 // filter has no such list), so that the statement's text depends only on
 // the indexed column and the number of values, and the prepared statements
@@ -42,13 +43,10 @@ WHERE e.position > ?1` + rest + ` ORDER BY e.position LIMIT ?2`
 	} else {
 		branches := make([]string, k.n)
 		for i := range branches {
-			branches[i] = `SELECT * FROM (SELECT ` + cols + ` FROM events e CROSS JOIN streams s ON s.id = e.stream_id
-WHERE e.` + k.col + ` = ?` + strconv.Itoa(5+i) + ` AND e.position > ?1` + rest + ` ORDER BY e.position LIMIT ?2)`
+			branches[i] = `SELECT ` + cols + ` FROM events e CROSS JOIN streams s ON s.id = e.stream_id
+WHERE e.` + k.col + ` = ?` + strconv.Itoa(5+i) + ` AND e.position > ?1` + rest
 		}
-		q = strings.Join(branches, "\nUNION ALL\n")
-		if k.n > 1 {
-			q += "\nORDER BY 1 LIMIT ?2"
-		}
+		q = strings.Join(branches, "\nUNION ALL\n") + "\nORDER BY 1 LIMIT ?2"
 	}
 	filteredSQL.Store(k, q)
 	return q

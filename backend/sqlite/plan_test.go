@@ -30,6 +30,10 @@ func TestQueryPlans(t *testing.T) {
 		{"event ids", qEventIDs, []driver.Value{int64(1), int64(1), int64(3)}},
 		{"truncate", qTruncate, []driver.Value{int64(1), int64(3)}},
 		{"delete events", qDeleteEvents, []driver.Value{int64(1)}},
+		{"filtered by a category", filterShape{"category", 1}.sql(), []driver.Value{int64(0), int64(10), nil, nil, "c"}},
+		{"filtered by categories, types and prefixes", filterShape{"category", 3}.sql(),
+			[]driver.Value{int64(0), int64(10), `["T"]`, `["c-1"]`, "a", "b", "c"}},
+		{"filtered by types", filterShape{"type", 2}.sql(), []driver.Value{int64(0), int64(10), nil, nil, "T", "U"}},
 	}
 	c := b.wconn
 	for _, tc := range cases {
