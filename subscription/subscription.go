@@ -72,13 +72,19 @@ type Config struct {
 	Position varve.Position
 
 	// Stream, when set (and not "$all"), keeps only the events of that
-	// stream. The subscription still reads the global log, so a
-	// subscription to one stream of a large log reads all of it once.
+	// stream, read with the stream's own reads rather than the global log;
+	// the other filters then do not apply. The checkpoint is still the
+	// position of the last event handled.
 	Stream string
+	// Categories, when not empty, keeps only events of streams in these
+	// categories ([varve.Store.Category]).
+	Categories []string
 	// StreamPrefixes, when not empty, keeps only events of streams whose id
-	// starts with one of them (a category such as "order-").
+	// starts with one of them.
 	StreamPrefixes []string
 	// EventTypes, when not empty, keeps only events of these types.
+	// Categories, prefixes and types are a [varve.Filter]: the backend reads
+	// only the matching events where it can (see [varve.FilteredReader]).
 	EventTypes []string
 	// SystemStreams keeps the events of streams whose id begins with "$".
 	SystemStreams bool
@@ -102,19 +108,26 @@ type Batch struct {
 	// Events are the events that passed the filters, in position order. The
 	// slice is reused by the next call of Next; copy what you keep.
 	Events []varve.RecordedEvent
-	// Through is the position of the last event read, filtered out or not:
-	// once Events are handled, the subscription's checkpoint may move to it.
+	// Through is the position the read went through, past the events that
+	// were filtered out: once Events are handled, the subscription's
+	// checkpoint may move to it.
 	Through varve.Position
 }
 
 // Subscription reads the global log from a starting point, then follows it.
 type Subscription struct {
-	store       *varve.Store
-	cfg         Config
-	cps         varve.CheckpointStore
-	durable     bool
-	types       map[string]struct{}
-	start       varve.Position
+	store   *varve.Store
+	cfg     Config
+	cps     varve.CheckpointStore
+	durable bool
+	filter  varve.Filter
+	start   varve.Position
+	// next is the version a subscription to one stream reads from, and
+	// last the event before it (version next-1) as it was read: the next
+	// read starts at that event, to tell the stream it read from one
+	// truncated, or deleted and written again, since.
+	next        varve.Version
+	last        varve.RecordedEvent
 	pos         varve.Position
 	buf, out    []varve.RecordedEvent
 	resumedFrom bool
@@ -136,12 +149,7 @@ func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, e
 			s.cps, s.durable = NewMemoryCheckpoints(), false
 		}
 	}
-	if len(cfg.EventTypes) > 0 {
-		s.types = make(map[string]struct{}, len(cfg.EventTypes))
-		for _, t := range cfg.EventTypes {
-			s.types[t] = struct{}{}
-		}
-	}
+	s.filter = varve.Filter{Categories: cfg.Categories, Types: cfg.EventTypes, StreamPrefixes: cfg.StreamPrefixes}
 	start, resumed, err := s.startPosition(ctx)
 	if err != nil {
 		return nil, err
@@ -300,52 +308,79 @@ func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
 
 // read reads one page; ok is false when there was nothing new.
 func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
-	res, err := s.store.ReadAllPage(ctx, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize))
+	if s.cfg.Stream != "" {
+		return s.readStream(ctx)
+	}
+	res, err := s.store.ReadAllPage(ctx, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize), s.filter)
 	page := res.Events
 	s.buf = page
 	if err != nil {
 		return Batch{}, false, fmt.Errorf("subscription %q: %w", s.cfg.Name, err)
 	}
-	if len(page) == 0 {
+	if res.Through == s.pos {
 		return Batch{}, false, nil
 	}
 	out := s.out[:0]
 	for i := range page {
-		if s.match(&page[i]) {
+		if s.cfg.SystemStreams || !strings.HasPrefix(page[i].Stream, varve.SystemPrefix) {
 			out = append(out, page[i])
 		}
 	}
-	s.pos = page[len(page)-1].Position
+	s.pos = res.Through
 	clear(page) // the events were copied to out; drop the references
 	s.out = out
 	return Batch{Events: out, Through: s.pos}, true, nil
 }
 
-func (s *Subscription) match(e *varve.RecordedEvent) bool {
-	if !s.cfg.SystemStreams && strings.HasPrefix(e.Stream, "$") {
-		return false
-	}
-	if s.cfg.Stream != "" && e.Stream != s.cfg.Stream {
-		return false
-	}
-	if len(s.cfg.StreamPrefixes) > 0 {
-		found := false
-		for _, p := range s.cfg.StreamPrefixes {
-			if strings.HasPrefix(e.Stream, p) {
-				found = true
+// readStream reads the next page of the subscription's stream: the events
+// after the last one read whose positions follow the subscription's. The
+// read starts at the last event read; when that event is gone or another
+// (the stream was truncated, or deleted and written again), it reads the
+// stream from its start and keeps the events after the subscription's
+// position, which are those of the stream's new life.
+func (s *Subscription) readStream(ctx context.Context) (Batch, bool, error) {
+	out := s.out[:0]
+	for {
+		check := s.next > 1
+		from := max(s.next, 2) - 1
+		restart, n := check, 0
+		for e, err := range s.store.ReadStream(ctx, s.cfg.Stream, varve.From(from), varve.Limit(s.cfg.PageSize+1)) {
+			if errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted) {
+				s.next, restart = 0, false // a new life starts at version 1
 				break
 			}
+			if err != nil {
+				return Batch{}, false, fmt.Errorf("subscription %q: %w", s.cfg.Name, err)
+			}
+			n++
+			if check {
+				check = false
+				if restart = e.Version != from || e.ID != s.last.ID || e.Position != s.last.Position; restart {
+					break
+				}
+				continue
+			}
+			if s.pos.Less(e.Position) {
+				out = append(out, e)
+				s.pos = e.Position
+			}
+			s.next, s.last = e.Version+1, e
 		}
-		if !found {
-			return false
+		if restart {
+			s.next = 0
+			continue
+		}
+		// A page of events at or before the position (a subscription that
+		// resumes from a checkpoint) moves the read on.
+		if len(out) > 0 || n <= s.cfg.PageSize {
+			break
 		}
 	}
-	if s.types != nil {
-		if _, ok := s.types[e.Type]; !ok {
-			return false
-		}
+	s.out = out
+	if len(out) == 0 {
+		return Batch{}, false, nil
 	}
-	return true
+	return Batch{Events: out, Through: s.pos}, true, nil
 }
 
 // Handler handles one event of a subscription.
