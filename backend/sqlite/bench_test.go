@@ -280,3 +280,38 @@ func BenchmarkReadStream(b *testing.B) {
 	report(b, []string{"stream", "select", "all"}, &ms, &mb, &ma)
 	b.ReportMetric(ma.rate()/mb.rate(), "all/select")
 }
+
+// BenchmarkFilterIndexCost measures what the indexes of filtered reads
+// (migration 2) cost an append: single-event appends alternate between a
+// store with them and one whose indexes were dropped, with the sync mode
+// of the default (FULL) and of NORMAL.
+func BenchmarkFilterIndexCost(b *testing.B) {
+	for _, sync := range []Synchronous{SyncFull, SyncNormal} {
+		b.Run("sync="+sync.pragma(), func(b *testing.B) {
+			with, _ := benchStore(b, Config{Synchronous: sync})
+			without, be := benchStore(b, Config{Synchronous: sync})
+			if _, err := be.wconn.exec(bg, "DROP INDEX events_category"); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := be.wconn.exec(bg, "DROP INDEX events_type"); err != nil {
+				b.Fatal(err)
+			}
+			evs := benchEvents(1)
+			var mWith, mWithout meter
+			i := 0
+			appendTo := func(s *varve.Store) func() error {
+				return func() error {
+					evs[0].ID = varve.NewEventID()
+					_, err := s.Append(bg, fmt.Sprintf("order-%d", i%1000), varve.Any, evs...)
+					return err
+				}
+			}
+			for b.Loop() {
+				i++
+				mWith.run(b, 1, appendTo(with))
+				mWithout.run(b, 1, appendTo(without))
+			}
+			report(b, []string{"indexed", "unindexed"}, &mWith, &mWithout)
+		})
+	}
+}

@@ -88,7 +88,7 @@ const (
 
 // Suite returns the workloads of the Go benchmark suite, in report order.
 func Suite() []Workload {
-	return []Workload{
+	return append([]Workload{
 		appendWorkload("append-single", "Append/Single", "append 1 event to one of 1,000 streams", 1, 1, streamsPerWorker, false, false),
 		appendWorkload("append-batch10", "Append/Batch10", "append a batch of 10 events to one of 1,000 streams", 1, 10, streamsPerWorker, false, false),
 		appendWorkload("append-batch100", "Append/Batch100", "append a batch of 100 events to one of 1,000 streams", 1, 100, streamsPerWorker, false, false),
@@ -109,7 +109,7 @@ func Suite() []Workload {
 			Name: "last-position", Bench: "Stream/LastPosition", About: "LastPosition of a log of 1,000 events",
 			Workers: 1, Unit: Ops, Setup: lastPositionSetup,
 		},
-	}
+	}, filterWorkloads(false)...)
 }
 
 // Scale returns the scale workloads, after seed 000's scale table.
@@ -125,6 +125,7 @@ func Scale() []Workload {
 		},
 		appendWorkload("scale-streams1000", "ManyStreams1000", "append 1 event to 1,000 streams in turn", 1, 1, streamsPerWorker, false, false),
 	}
+	ws = append(ws, filterWorkloads(true)...)
 	for i := range ws {
 		ws[i].Scale = true
 	}

@@ -397,7 +397,9 @@ func varveVersion() string {
 var (
 	writeWorkloads = []string{"append-single", "append-batch10", "append-batch100", "append-metadata", "append-expected",
 		"concurrent-8", "concurrent-32", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
-	readWorkloads = []string{"load-10", "load-100", "load-1000", "mixed-80r20w", "mixed-20r80w", "stream-info", "last-position", "scale-load"}
+	readWorkloads = []string{"load-10", "load-100", "load-1000", "mixed-80r20w", "mixed-20r80w", "stream-info", "last-position", "scale-load",
+		"filter-category", "filter-category-client", "filter-stream", "filter-all-same-size",
+		"scale-filter-category", "scale-filter-category-client", "scale-filter-stream", "scale-filter-all-same-size"}
 )
 
 // Writes reports whether a workload only writes: only those get a ratio to
