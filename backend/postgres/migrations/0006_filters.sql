@@ -87,8 +87,21 @@ BEGIN
 END
 $$;
 
--- The six-argument function stays for processes of older versions while
--- they are upgraded: it writes the category of the default separator.
+-- Processes of older versions keep writing while they are upgraded: their
+-- appends name no category, and get the one of the default separator, from
+-- the six-argument append function and, for their one-statement appends,
+-- from a trigger that does nothing when the category is given.
+CREATE FUNCTION __SCHEMA__.default_category() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.category := CASE WHEN strpos(NEW.stream, '-') > 0 THEN left(NEW.stream, strpos(NEW.stream, '-') - 1) ELSE NEW.stream END;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER events_default_category BEFORE INSERT ON __SCHEMA__.events
+    FOR EACH ROW WHEN (NEW.category IS NULL) EXECUTE FUNCTION __SCHEMA__.default_category();
+
 CREATE OR REPLACE FUNCTION __SCHEMA__.append(
     p_stream text, p_expected bigint,
     p_ids uuid[], p_types text[], p_data bytea[], p_meta bytea[],
