@@ -194,15 +194,20 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n int, f Filte
 	return s.scanFiltered(ctx, after, n, f, buf)
 }
 
-// scanFiltered filters full pages of the global log until it has n
-// matching events or reaches the end: the reference that the backends'
-// filtered reads must agree with.
+// scanFiltered filters pages of the global log until it has n matching
+// events or reaches the end: the reference that the backends' filtered
+// reads must agree with. A raw page asks for the matches still missing,
+// so that a page of a dense filter ends where a raw page ended and the
+// next read goes on from there (backends keep a cursor for a reader that
+// pages on); its size doubles while the filter keeps missing, up to the
+// store's page size.
 func (s *Store) scanFiltered(ctx context.Context, after Position, n int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
-	scratch, size := s.page(paging{pageSize: s.cfg.PageSize})
+	scratch, _ := s.page(paging{pageSize: s.cfg.PageSize})
 	used := 0
 	defer func() { s.release(scratch, used) }()
-	start := len(buf)
+	start, size := len(buf), 0
 	for {
+		size = min(max(n-(len(buf)-start), 2*size), s.cfg.PageSize)
 		page, err := s.b.ReadAll(ctx, AllQuery{After: after, Limit: size}, (*scratch)[:0])
 		*scratch, used = page[:0], max(used, len(page))
 		if err != nil {
