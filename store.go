@@ -86,6 +86,7 @@ type Store struct {
 	cps      CheckpointStore // nil when the backend has none
 	watcher  Watcher         // nil when the backend cannot notify
 	filtered FilteredReader  // nil when the Store filters pages itself
+	multi    MultiAppender   // nil when the backend appends to one stream at a time
 }
 
 // New returns a Store over b. The Store owns b: closing the Store closes b.
@@ -106,6 +107,7 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.cps, _ = b.(CheckpointStore)
 	s.watcher, _ = b.(Watcher)
 	s.filtered, _ = b.(FilteredReader)
+	s.multi, _ = b.(MultiAppender)
 	s.pages.New = func() any {
 		p := make([]RecordedEvent, 0, cfg.PageSize)
 		return &p

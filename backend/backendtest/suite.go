@@ -45,6 +45,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadLongStream", testReadLongStream},
 		{"ReadAllOrder", testReadAllOrder},
 		{"FilteredRead", testFilteredRead},
+		{"MultiAppend", testMultiAppend},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},

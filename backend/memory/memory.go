@@ -107,8 +107,10 @@ func (b *Backend) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (b *Backend) shard(stream string) *shard {
-	return &b.shards[maphash.String(b.seed, stream)%shardCount]
+func (b *Backend) shard(stream string) *shard { return &b.shards[b.shardIndex(stream)] }
+
+func (b *Backend) shardIndex(stream string) int {
+	return int(maphash.String(b.seed, stream) % shardCount)
 }
 
 // Append implements varve.Backend.
@@ -119,32 +121,63 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	sh := b.shard(req.Stream)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.streams[req.Stream]
-	var current varve.Version
-	if st != nil {
+	var ps [1]plan
+	var err error
+	if ps[0], err = decide(sh, req); err != nil || ps[0].retry {
+		return ps[0].res, err
+	}
+	b.commit(ps[:])
+	return ps[0].res, nil
+}
+
+// plan is an append decided under its shard's lock: a retry with its
+// original result, or the records to write.
+type plan struct {
+	sh      *shard
+	req     varve.AppendRequest
+	st      *stream
+	current varve.Version
+	retry   bool
+	res     varve.AppendResult
+	recs    []record
+}
+
+// decide checks an append against its stream, under the shard's lock.
+func decide(sh *shard, req varve.AppendRequest) (plan, error) {
+	p := plan{sh: sh, req: req, st: sh.streams[req.Stream]}
+	if st := p.st; st != nil {
 		if st.tombstoned {
-			return varve.AppendResult{}, varve.ErrStreamDeleted
+			return p, varve.ErrStreamDeleted
 		}
-		if res, retry, err := st.retry(req.Events); retry {
-			return res, err
+		res, retry, err := st.retry(req.Events)
+		if retry {
+			p.res, p.retry = res, true
+			return p, err
 		}
-		current = st.version
+		p.current = st.version
 	}
-	if !req.Expected.Matches(current) {
-		return varve.AppendResult{}, &varve.WrongExpectedVersionError{Stream: req.Stream, Expected: req.Expected, Actual: current}
+	if !req.Expected.Matches(p.current) {
+		return p, &varve.WrongExpectedVersionError{Stream: req.Stream, Expected: req.Expected, Actual: p.current}
 	}
-	if st != nil {
+	if p.st != nil {
 		for i := 1; i < len(req.Events); i++ {
-			if st.find(req.Events[i].ID) >= 0 {
-				return varve.AppendResult{}, fmt.Errorf("event %s: %w", req.Events[i].ID, varve.ErrDuplicateEvent)
+			if p.st.find(req.Events[i].ID) >= 0 {
+				return p, fmt.Errorf("event %s: %w", req.Events[i].ID, varve.ErrDuplicateEvent)
 			}
 		}
 	}
+	return p, nil
+}
 
-	now := time.Now()
+// build creates the plan's stream if needed and its records, without
+// positions.
+func (p *plan) build(now time.Time) {
+	req := &p.req
+	st := p.st
 	if st == nil {
 		st = &stream{name: strings.Clone(req.Stream), created: now}
-		sh.streams[st.name] = st
+		p.sh.streams[st.name] = st
+		p.st = st
 	} else if st.deleted {
 		st.deleted, st.created = false, now
 	}
@@ -154,7 +187,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	} else {
 		cat = strings.Clone(cat)
 	}
-	recs := make([]record, len(req.Events))
+	p.recs = make([]record, len(req.Events))
 	size := 0
 	for i := range req.Events {
 		size += len(req.Events[i].Data) + len(req.Events[i].Metadata)
@@ -165,10 +198,10 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	}
 	for i := range req.Events {
 		e := &req.Events[i]
-		r := &recs[i].ev
+		r := &p.recs[i].ev
 		r.ID, r.Type, r.Stream = e.ID, e.Type, st.name
-		recs[i].cat = cat
-		r.Version = current + varve.Version(i) + 1
+		p.recs[i].cat = cat
+		r.Version = p.current + varve.Version(i) + 1
 		r.RecordedAt = now
 		if len(e.Data) > 0 {
 			bytes = append(bytes, e.Data...)
@@ -179,45 +212,62 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 			r.Metadata = bytes[len(bytes)-len(e.Metadata) : len(bytes) : len(bytes)]
 		}
 	}
+}
 
+// commit writes the plans' records to the log under one lock, so that
+// readers see all of them or none, then to their streams, whose shards'
+// locks the caller holds.
+func (b *Backend) commit(plans []plan) {
+	now := time.Now()
+	for i := range plans {
+		plans[i].build(now)
+	}
 	l := &b.log
 	l.mu.Lock()
-	l.recs = grow(l.recs, len(recs))
 	if l.byCat == nil {
 		l.byCat, l.byType = map[string][]*record{}, map[string][]*record{}
 	}
-	cats := l.byCat[cat]
-	for i := range recs {
-		l.seq++
-		r := &recs[i]
-		r.ev.Position = varve.Position{Seq: l.seq}
-		l.recs = append(l.recs, r)
-		cats = append(cats, r)
-		l.byType[r.ev.Type] = append(l.byType[r.ev.Type], r)
+	for i := range plans {
+		recs := plans[i].recs
+		l.recs = grow(l.recs, len(recs))
+		cat := recs[0].cat
+		cats := l.byCat[cat]
+		for i := range recs {
+			l.seq++
+			r := &recs[i]
+			r.ev.Position = varve.Position{Seq: l.seq}
+			l.recs = append(l.recs, r)
+			cats = append(cats, r)
+			l.byType[r.ev.Type] = append(l.byType[r.ev.Type], r)
+		}
+		l.byCat[cat] = cats
 	}
-	l.byCat[cat] = cats
 	l.mu.Unlock()
 	l.watch.Notify()
 
-	st.events = grow(st.events, len(recs))
-	for i := range recs {
-		st.events = append(st.events, &recs[i])
-	}
-	if len(st.events) >= indexAbove {
-		if st.ids == nil {
-			st.ids = make(map[uint64]varve.Version, 2*len(st.events))
-			for _, r := range st.events {
-				st.ids[fingerprint(r.ev.ID)] = r.ev.Version
-			}
-		} else {
-			for i := range recs {
-				st.ids[fingerprint(recs[i].ev.ID)] = recs[i].ev.Version
+	for i := range plans {
+		p := &plans[i]
+		st, recs := p.st, p.recs
+		st.events = grow(st.events, len(recs))
+		for i := range recs {
+			st.events = append(st.events, &recs[i])
+		}
+		if len(st.events) >= indexAbove {
+			if st.ids == nil {
+				st.ids = make(map[uint64]varve.Version, 2*len(st.events))
+				for _, r := range st.events {
+					st.ids[fingerprint(r.ev.ID)] = r.ev.Version
+				}
+			} else {
+				for i := range recs {
+					st.ids[fingerprint(recs[i].ev.ID)] = recs[i].ev.Version
+				}
 			}
 		}
+		last := recs[len(recs)-1].ev
+		st.version, st.updated, st.lastPos = last.Version, now, last.Position
+		p.res = varve.AppendResult{FirstVersion: recs[0].ev.Version, LastVersion: last.Version, Position: last.Position}
 	}
-	last := recs[len(recs)-1].ev
-	st.version, st.updated, st.lastPos = last.Version, now, last.Position
-	return varve.AppendResult{FirstVersion: recs[0].ev.Version, LastVersion: last.Version, Position: last.Position}, nil
 }
 
 // grow makes room for n more records, doubling the capacity: append grows
