@@ -20,6 +20,7 @@ const (
 	opDelete
 	opSnapshot
 	opCheckpoint
+	opMulti
 )
 
 // op is one write queued to the writer goroutine.
@@ -36,9 +37,14 @@ type op struct {
 	snapshot  varve.Snapshot
 	pos       varve.Position
 
-	res  varve.AppendResult
-	err  error
-	done chan struct{}
+	res     varve.AppendResult
+	retried bool // the append was a retry of a committed one
+	err     error
+	done    chan struct{}
+
+	// A multi-stream append: its parts (appends) and checks.
+	parts  []*op
+	checks []varve.StreamCheck
 }
 
 // Stream states in the streams table.
@@ -214,7 +220,7 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 			return append(batch[:i:i], batch[i+1:]...)
 		}
 		o.err = err
-		wrote = wrote || (err == nil && o.kind == opAppend)
+		wrote = wrote || (err == nil && (o.kind == opAppend || o.kind == opMulti))
 	}
 	if _, err := w.c.exec(bg, "COMMIT"); err != nil {
 		w.rollback()
@@ -258,6 +264,8 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		if err != nil {
 			return fmt.Errorf("sqlite: save snapshot of %q: %w", s.Stream, err), true
 		}
+	case opMulti:
+		return w.multi(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {
@@ -408,6 +416,7 @@ func (w *writer) retried(stream int64, o *op) (ok bool, err error, fatal bool) {
 		return false, fmt.Errorf("event 0 (%s) is in the stream at version %d, and this append is not an exact retry of the one that wrote it: %w",
 			o.events[0].ID, first, varve.ErrDuplicateEvent), false
 	}
+	o.retried = true
 	o.res = varve.AppendResult{
 		FirstVersion: varve.Version(first),
 		LastVersion:  varve.Version(first + int64(n) - 1),
