@@ -38,7 +38,7 @@ func InjectMetadata(meta []byte, sc trace.SpanContext) ([]byte, bool) {
 		return meta, false
 	}
 	if len(meta) == 0 {
-		return appendMember(append(make([]byte, 0, 96), '{'), sc, false), true
+		return append(appendMember(append(make([]byte, 0, 96), '{'), sc, false), '}'), true
 	}
 	i := 0
 	for i < len(meta) && isSpace(meta[i]) {
@@ -60,8 +60,8 @@ func InjectMetadata(meta []byte, sc trace.SpanContext) ([]byte, bool) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// appendMember appends `"$trace":{...}` and then a comma if more members
-// follow, or the closing brace of the object if none do.
+// appendMember appends `"$trace":{...}`, and a comma if more members
+// follow.
 func appendMember(b []byte, sc trace.SpanContext, more bool) []byte {
 	b = append(b, `"`+MetadataKey+`":{"traceparent":"00-`...)
 	tid, sid := sc.TraceID(), sc.SpanID()
@@ -80,7 +80,7 @@ func appendMember(b []byte, sc trace.SpanContext, more bool) []byte {
 	if more {
 		return append(b, ',')
 	}
-	return append(b, '}')
+	return b
 }
 
 func appendHex(b, v []byte) []byte {
