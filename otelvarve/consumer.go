@@ -19,13 +19,14 @@ import (
 type lagInstruments struct {
 	events metric.Int64ObservableGauge
 	age    metric.Float64ObservableGauge
+	limit  int
 }
 
-func newLagInstruments(m metric.Meter) (lagInstruments, error) {
-	var l lagInstruments
+func newLagInstruments(m metric.Meter, limit int) (lagInstruments, error) {
+	l := lagInstruments{limit: limit}
 	var err1, err2 error
 	l.events, err1 = m.Int64ObservableGauge("varve.consumer.lag", metric.WithUnit("{event}"),
-		metric.WithDescription("Positions between a consumer's checkpoint and the head of $all (an estimate: the difference of their sequence numbers)."))
+		metric.WithDescription("Events of $all after a consumer's checkpoint, counted up to a limit."))
 	l.age, err2 = m.Float64ObservableGauge("varve.consumer.lag.time", metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest event after a consumer's checkpoint; 0 when the consumer is caught up."))
 	if err := errors.Join(err1, err2); err != nil {
@@ -34,29 +35,34 @@ func newLagInstruments(m metric.Meter) (lagInstruments, error) {
 	return l, nil
 }
 
-// observe measures the lag of a consumer at checkpoint cp: a read of the
-// head position and of one event after cp.
+// lagPage is the page size of the reads that count a consumer's lag.
+const lagPage = 512
+
+// observe measures the lag of a consumer at checkpoint cp: it counts the
+// events of $all after cp, up to the limit, reading the backend under the
+// store's instrumentation so that the count makes no spans of its own.
 func (l lagInstruments) observe(ctx context.Context, o metric.Observer, store *varve.Store, cp varve.Position, set metric.MeasurementOption) error {
-	head, err := store.LastPosition(ctx)
-	if err != nil {
-		return fmt.Errorf("otelvarve: lag: %w", err)
-	}
-	var lag int64
-	if cp.Less(head) {
-		lag = int64(max(head.Seq-min(cp.Seq, head.Seq), 1))
-	}
-	o.ObserveInt64(l.events, lag, set)
+	b := Unwrap(store.Backend())
+	var n int
 	var age float64
-	if lag > 0 {
-		var buf [1]varve.RecordedEvent
-		page, err := store.ReadAllPage(ctx, cp, buf[:0], varve.Limit(1))
+	buf := make([]varve.RecordedEvent, 0, min(lagPage, l.limit))
+	for after := cp; n < l.limit; {
+		want := min(lagPage, l.limit-n)
+		page, err := b.ReadAll(ctx, varve.AllQuery{After: after, Limit: want}, buf[:0])
 		if err != nil {
-			return fmt.Errorf("otelvarve: lag: %w", err)
+			return fmt.Errorf("otelvarve: lag after %s: %w", after, err)
 		}
-		if len(page.Events) > 0 {
-			age = max(time.Since(page.Events[0].RecordedAt).Seconds(), 0)
+		if n == 0 && len(page) > 0 {
+			age = max(time.Since(page[0].RecordedAt).Seconds(), 0)
 		}
+		n += len(page)
+		if len(page) < want {
+			break
+		}
+		after = page[len(page)-1].Position
+		clear(page)
 	}
+	o.ObserveInt64(l.events, int64(n), set)
 	o.ObserveFloat64(l.age, age, set)
 	return nil
 }
@@ -66,12 +72,12 @@ func (l lagInstruments) observe(ctx context.Context, o metric.Observer, store *v
 // called on the collecting goroutine, so it must be safe for concurrent
 // use. The gauges varve.consumer.lag and varve.consumer.lag.time (see
 // docs/observability.md) are read when the meter provider collects: each
-// collection reads the store's last position and one event. Unregister the
-// returned registration when the consumer stops.
+// collection reads the events after the checkpoint, up to [WithLagLimit]
+// of them. Unregister the returned registration when the consumer stops.
 func ObserveConsumer(name string, store *varve.Store, checkpoint func() varve.Position, opts ...Option) (metric.Registration, error) {
 	c := newConfig(opts)
 	m := c.mp.Meter(ScopeName)
-	lag, err := newLagInstruments(m)
+	lag, err := newLagInstruments(m, c.lagLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +99,7 @@ func ObserveConsumer(name string, store *varve.Store, checkpoint func() varve.Po
 func ObserveDispatcher(sub *subscription.Subscription, d *delivery.Dispatcher, opts ...Option) (metric.Registration, error) {
 	c := newConfig(opts)
 	m := c.mp.Meter(ScopeName)
-	lag, err := newLagInstruments(m)
+	lag, err := newLagInstruments(m, c.lagLimit)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package otelvarve
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -139,4 +140,23 @@ func sum(t testing.TB, ms map[string]metricdata.Aggregation, name string, want m
 		t.Fatalf("no counter or gauge %s (found %T)", name, ms[name])
 	}
 	return total
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// gauge returns the value of the float gauge name whose attributes match
+// want, and how many points matched.
+func gauge(t testing.TB, ms map[string]metricdata.Aggregation, name string, want map[attribute.Key]string) (v float64, points int) {
+	t.Helper()
+	g, ok := ms[name].(metricdata.Gauge[float64])
+	if !ok {
+		t.Fatalf("no float gauge %s (found %T)", name, ms[name])
+	}
+	for _, p := range g.DataPoints {
+		if matches(p.Attributes, want) {
+			v = p.Value
+			points++
+		}
+	}
+	return v, points
 }

@@ -122,10 +122,11 @@ type config struct {
 	tp        trace.TracerProvider
 	mp        metric.MeterProvider
 	propagate bool
+	lagLimit  int
 }
 
 func newConfig(opts []Option) config {
-	c := config{propagate: true}
+	c := config{propagate: true, lagLimit: DefaultLagLimit}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -149,6 +150,20 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 // WithoutTraceContext keeps a wrapped backend from writing the trace
 // context into the metadata of appended events.
 func WithoutTraceContext() Option { return func(c *config) { c.propagate = false } }
+
+// DefaultLagLimit is how many events after a consumer's checkpoint
+// varve.consumer.lag counts at most.
+const DefaultLagLimit = 10_000
+
+// WithLagLimit bounds the events that a collection of varve.consumer.lag
+// reads; a consumer further behind shows as n. Default [DefaultLagLimit].
+func WithLagLimit(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.lagLimit = n
+		}
+	}
+}
 
 // durationBuckets are the histogram boundaries of every duration, in
 // seconds: 100µs to 10s.
