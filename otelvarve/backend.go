@@ -39,8 +39,9 @@ func Unwrap(b varve.Backend) varve.Backend {
 
 type operation struct {
 	hist metric.Float64Histogram
-	// sets[outcome][batch range] are the attributes of a measurement.
-	sets [len(outcomes)][len(batchRanges)]metric.MeasurementOption
+	// sets[outcome][batch range] are the attributes of a measurement, as
+	// the option slice that Record takes, built once.
+	sets [len(outcomes)][len(batchRanges)][]metric.RecordOption
 }
 
 func newOperation(m *meter, name, desc string, base ...attribute.KeyValue) operation {
@@ -49,14 +50,14 @@ func newOperation(m *meter, name, desc string, base ...attribute.KeyValue) opera
 	for i, o := range outcomes {
 		for j, r := range batchRanges {
 			kv := append(append([]attribute.KeyValue(nil), base...), AttrOutcome.String(o), AttrBatchSize.String(r))
-			op.sets[i][j] = metric.WithAttributeSet(attribute.NewSet(kv...))
+			op.sets[i][j] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
 		}
 	}
 	return op
 }
 
 func (op *operation) record(ctx context.Context, start time.Time, err error, n int) {
-	op.hist.Record(ctx, time.Since(start).Seconds(), op.sets[outcomeIndex(err)][batchIndex(n)])
+	op.hist.Record(ctx, time.Since(start).Seconds(), op.sets[outcomeIndex(err)][batchIndex(n)]...)
 }
 
 // backend is the instrumented Backend; compose adds the capabilities.
@@ -66,12 +67,11 @@ type backend struct {
 	propagate bool
 	maxEvent  int // the backend's Features().MaxEventSize
 
-	backendAttr              attribute.KeyValue
-	appendOp, streamOp, all  operation
-	batch                    metric.Int64Histogram
-	appended, read           metric.Int64Counter
-	byBackend, readStreamSet metric.MeasurementOption
-	readAllSet               metric.MeasurementOption
+	backendAttr             attribute.KeyValue
+	appendOp, streamOp, all operation
+	appended, read          metric.Int64Counter
+	// Option slices built once, so that a measurement allocates none.
+	appendedSet, readStreamSet, readAllSet []metric.AddOption
 }
 
 func newBackend(b varve.Backend, c config) *backend {
@@ -87,18 +87,22 @@ func newBackend(b varve.Backend, c config) *backend {
 	w.appendOp = newOperation(m, "varve.append.duration", "Duration of appends to the backend.", w.backendAttr)
 	w.streamOp = newOperation(m, "varve.read_stream.duration", "Duration of reads of one page of a stream.", w.backendAttr)
 	w.all = newOperation(m, "varve.read_all.duration", "Duration of reads of one page of $all.", w.backendAttr)
-	w.batch = m.int64Histogram("varve.append.batch_size", metric.WithUnit("{event}"),
-		metric.WithDescription("Events per append, successful or not."), metric.WithExplicitBucketBoundaries(batchBuckets...))
 	w.appended = m.int64Counter("varve.events.appended", metric.WithUnit("{event}"),
 		metric.WithDescription("Events appended (committed appends only)."))
 	w.read = m.int64Counter("varve.events.read", metric.WithUnit("{event}"),
 		metric.WithDescription("Events read from the backend, by stream reads and $all reads."))
 	m.report()
-	w.byBackend = metric.WithAttributeSet(attribute.NewSet(w.backendAttr))
-	w.readStreamSet = metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("stream")))
-	w.readAllSet = metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("all")))
+	byBackend := metric.WithAttributeSet(attribute.NewSet(w.backendAttr))
+	w.appendedSet = []metric.AddOption{byBackend}
+	w.readStreamSet = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("stream")))}
+	w.readAllSet = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("all")))}
 	return w
 }
+
+// clientSpan are the start options of every span of the backend; their
+// attributes are set once the span is known to record, so that a span that
+// is not sampled costs no attributes.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // end ends span with the outcome of err.
 func end(span trace.Span, err error, n int) {
@@ -116,17 +120,18 @@ func end(span trace.Span, err error, n int) {
 
 func (w *backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
 	start := time.Now()
-	ctx, span := w.tracer.Start(ctx, SpanAppend, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String())))
+	ctx, span := w.tracer.Start(ctx, SpanAppend, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String()))
+	}
 	if w.propagate {
 		req.Events = injectEvents(req.Events, span.SpanContext(), w.maxEvent)
 	}
 	res, err := w.inner.Append(ctx, req)
 	n := len(req.Events)
 	w.appendOp.record(ctx, start, err, n)
-	w.batch.Record(ctx, int64(n), w.byBackend)
 	if err == nil {
-		w.appended.Add(ctx, int64(n), w.byBackend)
+		w.appended.Add(ctx, int64(n), w.appendedSet...)
 		if span.IsRecording() {
 			span.SetAttributes(AttrVersion.Int64(int64(res.LastVersion)), AttrPosition.String(res.Position.String()))
 		}
@@ -141,8 +146,10 @@ func (w *backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	if q.Direction == varve.Backward {
 		dir = "backward"
 	}
-	ctx, span := w.tracer.Start(ctx, SpanReadStream, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(w.backendAttr, AttrStream.String(q.Stream), AttrDirection.String(dir)))
+	ctx, span := w.tracer.Start(ctx, SpanReadStream, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrStream.String(q.Stream), AttrDirection.String(dir))
+	}
 	before := len(buf)
 	out, err := w.inner.ReadStream(ctx, q, buf)
 	n := len(out) - before
@@ -151,7 +158,7 @@ func (w *backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	}
 	w.streamOp.record(ctx, start, err, n)
 	if n > 0 {
-		w.read.Add(ctx, int64(n), w.readStreamSet)
+		w.read.Add(ctx, int64(n), w.readStreamSet...)
 	}
 	end(span, err, n)
 	return out, err
@@ -159,8 +166,10 @@ func (w *backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 
 func (w *backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	start := time.Now()
-	ctx, span := w.tracer.Start(ctx, SpanReadAll, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(w.backendAttr, AttrPosition.String(q.After.String())))
+	ctx, span := w.tracer.Start(ctx, SpanReadAll, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrPosition.String(q.After.String()))
+	}
 	before := len(buf)
 	out, err := w.inner.ReadAll(ctx, q, buf)
 	n := len(out) - before
@@ -169,7 +178,7 @@ func (w *backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	}
 	w.all.record(ctx, start, err, n)
 	if n > 0 {
-		w.read.Add(ctx, int64(n), w.readAllSet)
+		w.read.Add(ctx, int64(n), w.readAllSet...)
 	}
 	end(span, err, n)
 	return out, err

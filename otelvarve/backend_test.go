@@ -113,7 +113,6 @@ func TestSpansAndMetrics(t *testing.T) {
 			{"varve.read_stream.duration", map[attribute.Key]string{AttrBackend: name, AttrOutcome: "ok", AttrBatchSize: "2-10"}, 1},
 			{"varve.read_all.duration", map[attribute.Key]string{AttrBackend: name, AttrOutcome: "ok", AttrBatchSize: "2-10"}, 1},
 			{"varve.read_all.duration", map[attribute.Key]string{AttrBackend: name, AttrOutcome: "ok", AttrBatchSize: "0"}, 1},
-			{"varve.append.batch_size", map[attribute.Key]string{AttrBackend: name}, 2},
 		} {
 			if got, _ := histCount(t, ms, tc.metric, tc.attrs); got != tc.count {
 				t.Errorf("%s%v: count %d, want %d", tc.metric, tc.attrs, got, tc.count)

@@ -67,7 +67,7 @@ func Example() {
 	// span varve.append
 	// span place order
 	// span varve.read_stream
-	// metrics varve.append.batch_size varve.append.duration varve.events.appended varve.events.read varve.read_stream.duration
+	// metrics varve.append.duration varve.events.appended varve.events.read varve.read_stream.duration
 }
 
 func ExampleWrapSink() {

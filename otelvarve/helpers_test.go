@@ -51,7 +51,7 @@ func (x *telemetry) ended(name string) []sdktrace.ReadOnlySpan {
 func attrs(kvs []attribute.KeyValue) map[attribute.Key]string {
 	m := map[attribute.Key]string{}
 	for _, kv := range kvs {
-		m[kv.Key] = kv.Value.Emit()
+		m[kv.Key] = kv.Value.String()
 	}
 	return m
 }
@@ -79,7 +79,7 @@ func (x *telemetry) collect(t testing.TB) map[string]metricdata.Aggregation {
 func matches(set attribute.Set, want map[attribute.Key]string) bool {
 	for k, v := range want {
 		got, ok := set.Value(k)
-		if !ok || got.Emit() != v {
+		if !ok || got.String() != v {
 			return false
 		}
 	}

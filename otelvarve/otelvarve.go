@@ -169,9 +169,6 @@ func WithLagLimit(n int) Option {
 // seconds: 100µs to 10s.
 var durationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// batchBuckets are the histogram boundaries of varve.append.batch_size.
-var batchBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000}
-
 // meter creates instruments and collects the errors of their creation; an
 // instrument that could not be created is a no-op one.
 type meter struct {
@@ -192,15 +189,6 @@ func (m *meter) float64Histogram(name string, opts ...metric.Float64HistogramOpt
 	m.check(name, err)
 	if h == nil {
 		h, _ = noopmetric.Meter{}.Float64Histogram(name)
-	}
-	return h
-}
-
-func (m *meter) int64Histogram(name string, opts ...metric.Int64HistogramOption) metric.Int64Histogram {
-	h, err := m.m.Int64Histogram(name, opts...)
-	m.check(name, err)
-	if h == nil {
-		h, _ = noopmetric.Meter{}.Int64Histogram(name)
 	}
 	return h
 }
