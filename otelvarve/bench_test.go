@@ -25,10 +25,12 @@ func (discard) Shutdown(context.Context) error                             { ret
 // iteration runs the operation once on a plain Store and once on a Store
 // over the same backend wrapped with the SDK installed, in alternating
 // order, and reports both times and their ratios (mean and median) as
-// wrapped/plain. "traced": every span sampled, batched to an exporter that
-// drops them, metrics aggregated for a reader that is never collected;
-// "metrics": the same meter provider and no tracer provider (the no-op
-// one), which is the cost of the metrics alone.
+// wrapped/plain. "traced": every span sampled, batched (the SDK's batch
+// span processor, as in production) to an exporter that drops them, metrics
+// aggregated for a reader that is never collected; "traced-sync": the same
+// with the SDK's synchronous span processor, which wakes no goroutine per
+// span; "metrics": the same meter provider and no tracer provider (the
+// no-op one), which is the cost of the metrics alone.
 func BenchmarkOverhead(b *testing.B) {
 	for _, k := range []teststore.Kind{teststore.Kinds[0], teststore.Kinds[2]} { // memory, postgres
 		b.Run(k.Name, func(b *testing.B) {
@@ -45,7 +47,7 @@ func BenchmarkOverhead(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			for _, mode := range []string{"traced", "metrics"} {
+			for _, mode := range []string{"traced", "traced-sync", "metrics"} {
 				b.Run(mode, func(b *testing.B) {
 					tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
 					mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -54,6 +56,10 @@ func BenchmarkOverhead(b *testing.B) {
 						_ = mp.Shutdown(context.Background())
 					}()
 					opts := []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
+					if mode == "traced-sync" {
+						tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
+						opts = []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
+					}
 					if mode == "metrics" {
 						opts = []Option{WithTracerProvider(nooptrace.NewTracerProvider()), WithMeterProvider(mp)}
 					}
