@@ -273,3 +273,56 @@ func TestNATSDeliveryTrace(t *testing.T) {
 		t.Fatalf("the sink's own headers are lost: %v", msg.Header)
 	}
 }
+
+// TestDeliverSpanLinksWhenContextHasSpan: an attempt whose context already
+// has a span (a replay in an operator's span, say) is that span's child and
+// links to the append's span; without one it is the append span's child.
+func TestDeliverSpanLinksWhenContextHasSpan(t *testing.T) {
+	tel := newTelemetry(t)
+	appendSC := testSpanContext(t, "")
+	meta, _ := InjectMetadata(nil, appendSC)
+	d := delivery.Delivery{Subscription: "s", Attempt: 1, Key: "s:1",
+		Event: varve.RecordedEvent{Stream: "order-1", Version: 1, Position: varve.Position{Seq: 1}, Type: "T", Metadata: meta}}
+	var headers []map[string]string
+	sink := WrapSink(delivery.SinkFunc(func(ctx context.Context, d delivery.Delivery) error {
+		headers = append(headers, delivery.HeadersFrom(ctx))
+		return nil
+	}), tel.opts()...)
+
+	if err := sink.Deliver(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	octx, op := tel.tp.Tracer("test").Start(context.Background(), "replay")
+	if err := sink.Deliver(octx, d); err != nil {
+		t.Fatal(err)
+	}
+	op.End()
+
+	spans := tel.ended(SpanDeliver)
+	if len(spans) != 2 || len(headers) != 2 {
+		t.Fatalf("%d deliver spans, %d header sets", len(spans), len(headers))
+	}
+	if p := spans[0].Parent(); p.SpanID() != appendSC.SpanID() || p.TraceID() != appendSC.TraceID() || len(spans[0].Links()) != 0 {
+		t.Errorf("without a span in the context: parent %v, %d links; want the append span as parent", p, len(spans[0].Links()))
+	}
+	if p := spans[1].Parent(); p.SpanID() != op.SpanContext().SpanID() {
+		t.Errorf("with a span in the context: parent %v, want the replay span", p)
+	}
+	if l := spans[1].Links(); len(l) != 1 || l[0].SpanContext.SpanID() != appendSC.SpanID() || l[0].SpanContext.TraceID() != appendSC.TraceID() {
+		t.Errorf("with a span in the context: links %+v, want one to the append span", l)
+	}
+	for i, h := range headers {
+		sc := parseTraceparent(t, h["traceparent"])
+		if sc.SpanID() != spans[i].SpanContext().SpanID() {
+			t.Errorf("attempt %d: traceparent %s names span %s, want the deliver span %s", i, h["traceparent"], sc.SpanID(), spans[i].SpanContext().SpanID())
+		}
+	}
+	// An event without trace context still gets a delivery span, a root.
+	d.Event.Metadata = nil
+	if err := sink.Deliver(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if spans := tel.ended(SpanDeliver); len(spans) != 3 || spans[2].Parent().IsValid() {
+		t.Errorf("an event without trace context: %d spans, parent %v", len(spans), spans[len(spans)-1].Parent())
+	}
+}

@@ -136,18 +136,26 @@ func TestAppendStoresTraceContext(t *testing.T) {
 			{ID: varve.NewEventID(), Type: "C", Metadata: []byte("\x00binary")},
 		}
 		keep := slices.Clone(events)
-		if _, err := s.Append(pctx, "trace-1", varve.NoStream, events...); err != nil {
+		first, err := s.Append(pctx, "trace-1", varve.NoStream, events...)
+		if err != nil {
 			t.Fatal(err)
 		}
 		parent.End()
+		// A retry in another span (another trace context) is still a retry.
+		rctx, retry := tel.tp.Tracer("test").Start(ctx, "retry")
+		again, err := s.Append(rctx, "trace-1", varve.NoStream, events...)
+		retry.End()
+		if err != nil || again != first {
+			t.Fatalf("retry through the wrapper: %+v, %v; want %+v", again, err, first)
+		}
 		for i := range events {
 			if string(events[i].Metadata) != string(keep[i].Metadata) {
 				t.Fatalf("the caller's event %d was changed: %q", i, events[i].Metadata)
 			}
 		}
 		spans := tel.ended(SpanAppend)
-		if len(spans) != 1 {
-			t.Fatalf("%d append spans", len(spans))
+		if len(spans) != 2 {
+			t.Fatalf("%d append spans, want the append's and the retry's", len(spans))
 		}
 		appendSC := spans[0].SpanContext()
 		if spans[0].Parent().SpanID() != parent.SpanContext().SpanID() {
