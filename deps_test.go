@@ -52,6 +52,20 @@ func TestDependencyRules(t *testing.T) {
 			t.Errorf("the root package depends on %s", d)
 		}
 	}
+	// OpenTelemetry is opt-in: only otelvarve (and what imports it) compiles
+	// it, never the root, a backend or the layers above the store.
+	layers := []string{module, module + "/aggregate", module + "/subscription", module + "/delivery",
+		module + "/delivery/webhook", module + "/delivery/natssink"}
+	for _, pkg := range append(layers, backends...) {
+		for _, b := range []string{module + "/otelvarve", "go.opentelemetry.io/otel"} {
+			if has(pkg, b) {
+				t.Errorf("%s imports %s", pkg, b)
+			}
+		}
+	}
+	if !has(module+"/otelvarve", "go.opentelemetry.io/otel") {
+		t.Errorf("otelvarve no longer imports go.opentelemetry.io/otel: the check proves nothing")
+	}
 	for pkg := range deps {
 		rel := strings.TrimPrefix(pkg, module+"/")
 		switch {

@@ -68,8 +68,7 @@ type Streams struct {
 
 // Streams returns the store's stream listing capability.
 func (s *Store) Streams() Streams {
-	l, _ := s.b.(StreamLister)
-	return Streams{s, l}
+	return Streams{s, capability[StreamLister](s.b)}
 }
 
 // Supported reports whether the backend can enumerate its streams.
@@ -114,7 +113,7 @@ func (n Streams) List(ctx context.Context, q ListQuery, system bool) (StreamPage
 // It fails with [ErrNotSupported] when the backend keeps no checkpoints or
 // cannot enumerate them.
 func (c Checkpoints) List(ctx context.Context, q ListQuery) (CheckpointPage, error) {
-	l, _ := c.b.(CheckpointLister)
+	l := c.lister()
 	q, err := c.s.checkList(ctx, l != nil, q)
 	if err != nil {
 		return CheckpointPage{}, fmt.Errorf("varve: list checkpoints: %w", err)
@@ -131,9 +130,13 @@ func (c Checkpoints) List(ctx context.Context, q ListQuery) (CheckpointPage, err
 }
 
 // Listable reports whether the backend can enumerate its checkpoints.
-func (c Checkpoints) Listable() bool {
-	_, ok := c.b.(CheckpointLister)
-	return ok
+func (c Checkpoints) Listable() bool { return c.lister() != nil }
+
+func (c Checkpoints) lister() CheckpointLister {
+	if c.b == nil {
+		return nil
+	}
+	return capability[CheckpointLister](c.s.b)
 }
 
 func (s *Store) checkList(ctx context.Context, supported bool, q ListQuery) (ListQuery, error) {

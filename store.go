@@ -103,16 +103,43 @@ func New(b Backend, cfg Config) (*Store, error) {
 	}
 	s := &Store{b: b, cfg: cfg}
 	s.life, s.kill = context.WithCancelCause(context.Background())
-	s.snaps, _ = b.(SnapshotStore)
-	s.cps, _ = b.(CheckpointStore)
-	s.watcher, _ = b.(Watcher)
-	s.filtered, _ = b.(FilteredReader)
-	s.multi, _ = b.(MultiAppender)
+	s.snaps = capability[SnapshotStore](b)
+	s.cps = capability[CheckpointStore](b)
+	s.watcher = capability[Watcher](b)
+	s.filtered = capability[FilteredReader](b)
+	s.multi = capability[MultiAppender](b)
 	s.pages.New = func() any {
 		p := make([]RecordedEvent, 0, cfg.PageSize)
 		return &p
 	}
 	return s, nil
+}
+
+// Unwrapper is a backend that wraps another, such as a decorator that
+// traces or counts calls. The Store finds each optional capability on the
+// backend itself or, when it lacks it, on the backend that Unwrap returns,
+// and so on down: a decorator implements the capabilities it handles and
+// lets the others through, without a type per combination of them. A
+// wrapper that does not implement Unwrap hides what it does not implement.
+type Unwrapper interface {
+	Unwrap() Backend
+}
+
+// capability returns the first of b and the backends it wraps that
+// implements T, or T's zero value.
+func capability[T any](b Backend) T {
+	for b != nil {
+		if c, ok := b.(T); ok {
+			return c
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	var zero T
+	return zero
 }
 
 // Backend returns the store's backend. Applications rarely need it: the

@@ -176,3 +176,32 @@ func TestErrorNamesStreamOnce(t *testing.T) {
 		t.Fatalf("conflict reads %q, want %q", err, want)
 	}
 }
+
+// unwrapping decorates a backend and lets its capabilities through.
+type unwrapping struct{ varve.Backend }
+
+func (u unwrapping) Unwrap() varve.Backend { return u.Backend }
+
+// TestUnwrapper: the Store finds capabilities under a wrapper that
+// implements Unwrap, down a chain of them, and not under one that does not.
+func TestUnwrapper(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    varve.Backend
+		want bool
+	}{
+		{"unwrapping", unwrapping{memory.New()}, true},
+		{"chain", unwrapping{unwrapping{memory.New()}}, true},
+		{"unwrapping a bare one", unwrapping{bare{memory.New()}}, false},
+		{"bare", bare{unwrapping{memory.New()}}, false},
+	} {
+		s := newStore(t, tc.b, varve.Config{})
+		got := []bool{s.Snapshots().Supported(), s.Checkpoints().Supported(), s.CanWatch(), s.CanFilter(),
+			s.CanAppendMulti(), s.Streams().Supported(), s.Checkpoints().Listable()}
+		for i, ok := range got {
+			if ok != tc.want {
+				t.Errorf("%s: capability %d found: %v, want %v", tc.name, i, ok, tc.want)
+			}
+		}
+	}
+}

@@ -6,9 +6,10 @@
 // the stream's acknowledgement. The idempotency key goes in the Nats-Msg-Id
 // header, so JetStream drops a redelivery within its duplicate window; the
 // event's stream, version, type and position go in the Varve-* headers of
-// package delivery. An oversized message or a bad subject is permanent;
-// every other failure (no stream for the subject, no acknowledgement in
-// time) is retried. Deliver is safe for concurrent use.
+// package delivery, with the headers that the context of Deliver carries
+// ([delivery.WithHeaders]). An oversized message or a bad subject is
+// permanent; every other failure (no stream for the subject, no
+// acknowledgement in time) is retried. Deliver is safe for concurrent use.
 package natssink
 
 import (
@@ -59,6 +60,9 @@ func (s *Sink) Deliver(ctx context.Context, d delivery.Delivery) error {
 	e := d.Event
 	msg := nats.NewMsg(s.subject(e))
 	msg.Data = body
+	for k, v := range delivery.HeadersFrom(ctx) {
+		msg.Header.Set(k, v)
+	}
 	msg.Header.Set(jetstream.MsgIDHeader, d.Key)
 	msg.Header.Set(delivery.HeaderStream, e.Stream)
 	msg.Header.Set(delivery.HeaderVersion, strconv.FormatUint(e.Version, 10))

@@ -6,8 +6,9 @@
 // Each event goes as its JSON [delivery.Payload]. A 2xx status means
 // delivered; 408, 425, 429 and 5xx, a timeout or a network error are
 // retried (after Retry-After when the response has one); any other status
-// (3xx, 4xx) is permanent and parks the event. Deliver is safe for
-// concurrent use.
+// (3xx, 4xx) is permanent and parks the event. Headers that the context
+// of Deliver carries ([delivery.WithHeaders]) go with the request. Deliver
+// is safe for concurrent use.
 package webhook
 
 import (
@@ -162,6 +163,9 @@ func (w *Sink) Deliver(ctx context.Context, d delivery.Delivery) error {
 	}
 	for k, vs := range w.header {
 		req.Header[k] = vs
+	}
+	for k, v := range delivery.HeadersFrom(ctx) {
+		req.Header.Set(k, v)
 	}
 	ts := strconv.FormatInt(w.now().Unix(), 10)
 	h := req.Header

@@ -263,3 +263,31 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestContextHeaders: headers from the context go with the request, and
+// the sink's own (the idempotency key, the signature) win over them.
+func TestContextHeaders(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	defer srv.Close()
+	w := newWebhook(t, srv.URL, webhook.Config{})
+	d := testDelivery()
+	ctx := delivery.WithHeaders(context.Background(), map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+	ctx = delivery.WithHeaders(ctx, map[string]string{"Idempotency-Key": "forged", "X-Extra": "1"})
+	if err := w.Deliver(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	for k, want := range map[string]string{
+		"Traceparent":     "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"X-Extra":         "1",
+		"Idempotency-Key": d.Key,
+	} {
+		if v := h.Values(k); len(v) != 1 || v[0] != want {
+			t.Errorf("header %s: %q, want %q", k, v, want)
+		}
+	}
+}
