@@ -27,6 +27,10 @@ type Event struct {
 	Type     string
 	Data     []byte
 	Metadata []byte
+	// Tags are the keys of Dynamic Consistency Boundaries ([Query]): at
+	// most [MaxEventTags] of 1..[MaxTagLen] bytes. Only backends that keep
+	// tags ([TagStore]) take events with tags.
+	Tags []string
 }
 
 // NewEvent returns an event of type typ with data and a new UUIDv7 id, so
@@ -46,11 +50,12 @@ type RecordedEvent struct {
 	Version    Version
 	Position   Position
 	RecordedAt time.Time
+	Tags       []string
 }
 
 // Event returns the event part of a recorded event.
 func (e RecordedEvent) Event() Event {
-	return Event{ID: e.ID, Type: e.Type, Data: e.Data, Metadata: e.Metadata}
+	return Event{ID: e.ID, Type: e.Type, Data: e.Data, Metadata: e.Metadata, Tags: e.Tags}
 }
 
 // ExpectedVersion is what an append or delete expects of the stream's current

@@ -106,3 +106,39 @@ func ExampleFilter() {
 	// order-2 2 Closed
 	// 2 cart events, through 6
 }
+
+// A transfer between two accounts: both streams at the versions the
+// decision was made on, or neither.
+func ExampleStore_AppendMulti() {
+	ctx := context.Background()
+	store, err := varve.New(memory.New(), varve.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	for _, acct := range []string{"account-a", "account-b"} {
+		if _, err := store.Append(ctx, acct, varve.NoStream, varve.NewEvent("Opened", nil)); err != nil {
+			panic(err)
+		}
+	}
+	transfer := func(from, to string, fromVersion, toVersion varve.Version) error {
+		_, err := store.AppendMulti(ctx, []varve.StreamAppend{
+			{Stream: from, Expected: varve.Exact(fromVersion), Events: []varve.Event{varve.NewEvent("Debited", []byte(`{"amount":10}`))}},
+			{Stream: to, Expected: varve.Exact(toVersion), Events: []varve.Event{varve.NewEvent("Credited", []byte(`{"amount":10}`))}},
+		})
+		return err
+	}
+	fmt.Println(transfer("account-a", "account-b", 1, 1))
+	// A decision on stale versions changes nothing.
+	err = transfer("account-a", "account-b", 2, 1)
+	var conflict *varve.WrongExpectedVersionError
+	if errors.As(err, &conflict) {
+		fmt.Println("conflict on", conflict.Stream, "at version", conflict.Actual)
+	}
+	info, _ := store.StreamInfo(ctx, "account-a")
+	fmt.Println("account-a at version", info.Version)
+	// Output:
+	// <nil>
+	// conflict on account-b at version 2
+	// account-a at version 2
+}

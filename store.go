@@ -87,6 +87,7 @@ type Store struct {
 	watcher  Watcher         // nil when the backend cannot notify
 	filtered FilteredReader  // nil when the Store filters pages itself
 	multi    MultiAppender   // nil when the backend appends to one stream at a time
+	tags     TagStore        // nil when the backend keeps no tags
 }
 
 // New returns a Store over b. The Store owns b: closing the Store closes b.
@@ -108,6 +109,7 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.watcher = capability[Watcher](b)
 	s.filtered = capability[FilteredReader](b)
 	s.multi = capability[MultiAppender](b)
+	s.tags = capability[TagStore](b)
 	s.pages.New = func() any {
 		p := make([]RecordedEvent, 0, cfg.PageSize)
 		return &p
@@ -220,5 +222,8 @@ func (s *Store) StreamInfo(ctx context.Context, stream string) (StreamInfo, erro
 }
 
 // IsRetryable reports whether err is a concurrency conflict that a reload
-// and retry of the command may resolve.
-func IsRetryable(err error) bool { return errors.Is(err, ErrWrongExpectedVersion) }
+// and retry of the command may resolve: a wrong expected version or a
+// failed append condition.
+func IsRetryable(err error) bool {
+	return errors.Is(err, ErrWrongExpectedVersion) || errors.Is(err, ErrAppendConditionFailed)
+}

@@ -1,6 +1,7 @@
 package varve
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -81,6 +82,14 @@ func (s *Store) checkAppend(stream string, expected ExpectedVersion, events []Ev
 		}
 		if total += size; total > s.cfg.MaxAppendBytes {
 			return invalid("append of more than %d bytes of data+metadata (Config.MaxAppendBytes)", s.cfg.MaxAppendBytes)
+		}
+		if len(e.Tags) > 0 {
+			if s.tags == nil {
+				return fmt.Errorf("event %d has tags: %w", i, ErrNotSupported)
+			}
+			if err := checkTags(e.Tags); err != nil {
+				return invalid("event %d: %v", i, err)
+			}
 		}
 		if e.ID == uuid.Nil {
 			e.ID = NewEventID()

@@ -46,6 +46,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadAllOrder", testReadAllOrder},
 		{"FilteredRead", testFilteredRead},
 		{"MultiAppend", testMultiAppend},
+		{"DCB", testDCB},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},

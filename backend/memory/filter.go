@@ -36,11 +36,20 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	default:
 		lists = [][]*record{l.recs}
 	}
+	buf = merge(lists, q.After, q.Limit, func(r *record) bool { return match(r, f) }, buf)
+	return buf, varve.Position{Seq: l.seq}, nil
+}
+
+// merge appends to buf at most limit live records after after that keep
+// accepts, from lists in position order, merged by position; a record in
+// several lists is taken once.
+func merge(lists [][]*record, after varve.Position, limit int, keep func(*record) bool, buf []varve.RecordedEvent) []varve.RecordedEvent {
 	next := make([]int, len(lists))
 	for k, rs := range lists {
-		next[k] = sort.Search(len(rs), func(i int) bool { return q.After.Less(rs[i].ev.Position) })
+		next[k] = sort.Search(len(rs), func(i int) bool { return after.Less(rs[i].ev.Position) })
 	}
-	for q.Limit > 0 {
+	last := after
+	for limit > 0 {
 		best := -1
 		for k, rs := range lists {
 			if next[k] < len(rs) && (best < 0 || rs[next[k]].ev.Position.Less(lists[best][next[best]].ev.Position)) {
@@ -52,12 +61,16 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 		}
 		r := lists[best][next[best]]
 		next[best]++
-		if !r.dead && match(r, f) {
+		if r.ev.Position == last {
+			continue
+		}
+		last = r.ev.Position
+		if !r.dead && keep(r) {
 			buf = append(buf, r.ev)
-			q.Limit--
+			limit--
 		}
 	}
-	return buf, varve.Position{Seq: l.seq}, nil
+	return buf
 }
 
 func match(r *record, f varve.Filter) bool {

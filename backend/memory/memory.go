@@ -66,12 +66,12 @@ type stream struct {
 type eventLog struct {
 	mu   sync.RWMutex
 	recs []*record // in position order; dead entries are skipped by readers
-	// byCat and byType index recs by category and by event type, each list
-	// in position order, for filtered reads.
-	byCat, byType map[string][]*record
-	dead          int
-	seq           uint64
-	watch         notify.Broadcast // woken after each commit
+	// byCat, byType and byTag index recs by category, by event type and by
+	// tag, each list in position order, for filtered reads and queries.
+	byCat, byType, byTag map[string][]*record
+	dead                 int
+	seq                  uint64
+	watch                notify.Broadcast // woken after each commit
 }
 
 // New returns an empty in-memory backend.
@@ -126,7 +126,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if ps[0], err = decide(sh, req); err != nil || ps[0].retry {
 		return ps[0].res, err
 	}
-	b.commit(ps[:])
+	b.commit(ps[:], nil)
 	return ps[0].res, nil
 }
 
@@ -200,6 +200,12 @@ func (p *plan) build(now time.Time) {
 		e := &req.Events[i]
 		r := &p.recs[i].ev
 		r.ID, r.Type, r.Stream = e.ID, e.Type, st.name
+		if len(e.Tags) > 0 {
+			r.Tags = make([]string, len(e.Tags))
+			for k, t := range e.Tags {
+				r.Tags[k] = strings.Clone(t)
+			}
+		}
 		p.recs[i].cat = cat
 		r.Version = p.current + varve.Version(i) + 1
 		r.RecordedAt = now
@@ -216,16 +222,29 @@ func (p *plan) build(now time.Time) {
 
 // commit writes the plans' records to the log under one lock, so that
 // readers see all of them or none, then to their streams, whose shards'
-// locks the caller holds.
-func (b *Backend) commit(plans []plan) {
+// locks the caller holds. A check runs under the log's lock first, so that
+// nothing commits between it and the write; when it fails, nothing is
+// written.
+func (b *Backend) commit(plans []plan, check func() error) error {
 	now := time.Now()
-	for i := range plans {
-		plans[i].build(now)
+	if check == nil {
+		for i := range plans {
+			plans[i].build(now)
+		}
 	}
 	l := &b.log
 	l.mu.Lock()
+	if check != nil {
+		if err := check(); err != nil {
+			l.mu.Unlock()
+			return err
+		}
+		for i := range plans {
+			plans[i].build(now)
+		}
+	}
 	if l.byCat == nil {
-		l.byCat, l.byType = map[string][]*record{}, map[string][]*record{}
+		l.byCat, l.byType, l.byTag = map[string][]*record{}, map[string][]*record{}, map[string][]*record{}
 	}
 	for i := range plans {
 		recs := plans[i].recs
@@ -239,6 +258,9 @@ func (b *Backend) commit(plans []plan) {
 			l.recs = append(l.recs, r)
 			cats = append(cats, r)
 			l.byType[r.ev.Type] = append(l.byType[r.ev.Type], r)
+			for _, t := range r.ev.Tags {
+				l.byTag[t] = append(l.byTag[t], r)
+			}
 		}
 		l.byCat[cat] = cats
 	}
@@ -268,6 +290,7 @@ func (b *Backend) commit(plans []plan) {
 		st.version, st.updated, st.lastPos = last.Version, now, last.Position
 		p.res = varve.AppendResult{FirstVersion: recs[0].ev.Version, LastVersion: last.Version, Position: last.Position}
 	}
+	return nil
 }
 
 // grow makes room for n more records, doubling the capacity: append grows
@@ -515,7 +538,7 @@ func (l *eventLog) kill(recs []*record) {
 		}
 	}
 	l.recs, l.dead = live, 0
-	for _, index := range []map[string][]*record{l.byCat, l.byType} {
+	for _, index := range []map[string][]*record{l.byCat, l.byType, l.byTag} {
 		for k, rs := range index {
 			if rs = compact(rs); len(rs) == 0 {
 				delete(index, k)

@@ -72,7 +72,7 @@ func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest)
 			}
 		}
 	}
-	b.commit(plans)
+	_ = b.commit(plans, nil)
 	for i, p := range plans {
 		res[i] = p.res
 	}

@@ -1,0 +1,70 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/varve-go/varve"
+)
+
+// ReadQuery implements varve.TagStore: for each item of the query, the
+// index list of its rarest tag, or else of its types, merged by position;
+// a query without items reads the log.
+func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
+	if err := b.check(ctx); err != nil {
+		return buf, varve.Position{}, err
+	}
+	l := &b.log
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	buf = l.query(q.Query, q.After, q.Limit, buf)
+	return buf, varve.Position{Seq: l.seq}, nil
+}
+
+// query reads the records of the query after after; the caller holds the
+// log's lock.
+func (l *eventLog) query(q varve.Query, after varve.Position, limit int, buf []varve.RecordedEvent) []varve.RecordedEvent {
+	lists := [][]*record{l.recs}
+	if len(q.Items) > 0 {
+		lists = lists[:0]
+		for _, it := range q.Items {
+			if len(it.Tags) > 0 {
+				rarest := l.byTag[it.Tags[0]]
+				for _, t := range it.Tags[1:] {
+					if rs := l.byTag[t]; len(rs) < len(rarest) {
+						rarest = rs
+					}
+				}
+				lists = append(lists, rarest)
+				continue
+			}
+			for _, t := range it.Types {
+				lists = append(lists, l.byType[t])
+			}
+		}
+	}
+	return merge(lists, after, limit, func(r *record) bool { return q.Match(&r.ev) }, buf)
+}
+
+// AppendIf implements varve.TagStore: the condition is checked under the
+// log's lock, which every commit takes, right before the append's records
+// are written.
+func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond varve.AppendCondition) (varve.AppendResult, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.AppendResult{}, err
+	}
+	sh := b.shard(req.Stream)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var ps [1]plan
+	var err error
+	if ps[0], err = decide(sh, req); err != nil || ps[0].retry {
+		return ps[0].res, err
+	}
+	err = b.commit(ps[:], func() error {
+		if hit := b.log.query(cond.FailIfEventsMatch, cond.After, 1, nil); len(hit) > 0 {
+			return &varve.AppendConditionError{Position: hit[0].Position}
+		}
+		return nil
+	})
+	return ps[0].res, err
+}
