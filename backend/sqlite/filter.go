@@ -33,7 +33,7 @@ func (k filterShape) sql() string {
 	if q, ok := filteredSQL.Load(k); ok {
 		return q.(string)
 	}
-	const cols = `e.position, s.name, e.version, e.event_id, e.type, e.data, e.metadata, e.recorded_at`
+	const cols = `e.position, s.name, e.version, e.event_id, e.type, e.data, e.metadata, e.recorded_at, e.tags`
 	const rest = ` AND (?3 IS NULL OR e.type IN (SELECT value FROM json_each(?3)))
  AND (?4 IS NULL OR EXISTS (SELECT 1 FROM json_each(?4) p WHERE substr(s.name, 1, length(p.value)) = p.value))`
 	var q string
@@ -99,9 +99,9 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 				Stream:   asString(v[1]),
 				Version:  varve.Version(asInt(v[2])),
 			}
-			scanEvent(v[3:], &e)
+			err := scanEvent(v[3:], &e)
 			buf = append(buf, e)
-			return nil
+			return err
 		}, args...)
 	})
 	if err != nil {

@@ -34,6 +34,7 @@ func TestQueryPlans(t *testing.T) {
 		{"filtered by categories, types and prefixes", filterShape{"category", 3}.sql(),
 			[]driver.Value{int64(0), int64(10), `["T"]`, `["c-1"]`, "a", "b", "c"}},
 		{"filtered by types", filterShape{"type", 2}.sql(), []driver.Value{int64(0), int64(10), nil, nil, "T", "U"}},
+		{"query by a tag and a type", queryStatement("ty"), []driver.Value{int64(0), int64(10), "tag", "T"}},
 	}
 	c := b.wconn
 	for _, tc := range cases {

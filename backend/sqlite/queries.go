@@ -11,8 +11,8 @@ const maxInsertRows = 32
 var qInsertEvents = func() map[int]string {
 	m := map[int]string{}
 	for k := 1; k <= maxInsertRows; k *= 2 {
-		q := "INSERT INTO events (position, stream_id, version, event_id, type, data, metadata, recorded_at, category) VALUES "
-		q += strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?), ", k)
+		q := "INSERT INTO events (position, stream_id, version, event_id, type, data, metadata, recorded_at, category, tags) VALUES "
+		q += strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", k)
 		m[k] = strings.TrimSuffix(q, ", ")
 	}
 	return m
@@ -50,6 +50,8 @@ VALUES (?1, ?2, 0, 0, ?3, ?3)`
 
 	qEventIDs = `SELECT event_id, position FROM events WHERE stream_id = ?1 AND version >= ?2 ORDER BY version LIMIT ?3`
 
+	qInsertTag = `INSERT OR IGNORE INTO event_tags (tag, position) VALUES (?1, ?2)`
+
 	qKeepLastPosition = `UPDATE log SET last_position = ?1 WHERE last_position < ?1`
 
 	qTruncate = `DELETE FROM events WHERE stream_id = ?1 AND version < ?2`
@@ -70,16 +72,16 @@ ON CONFLICT (name) DO UPDATE SET commit_id = excluded.commit_id, seq = excluded.
 // stream's state and its events come from one snapshot; the LEFT JOIN gives
 // one row of NULL events for a stream without events in the range.
 const (
-	qReadForward = `SELECT s.state, e.version, e.position, e.event_id, e.type, e.data, e.metadata, e.recorded_at
+	qReadForward = `SELECT s.state, e.version, e.position, e.event_id, e.type, e.data, e.metadata, e.recorded_at, e.tags
 FROM streams s LEFT JOIN events e ON e.stream_id = s.id AND e.version >= ?1
 WHERE s.name = ?2 ORDER BY e.version LIMIT ?3`
 
-	qReadBackward = `SELECT s.state, e.version, e.position, e.event_id, e.type, e.data, e.metadata, e.recorded_at
+	qReadBackward = `SELECT s.state, e.version, e.position, e.event_id, e.type, e.data, e.metadata, e.recorded_at, e.tags
 FROM streams s LEFT JOIN events e ON e.stream_id = s.id AND e.version <= ?1
 WHERE s.name = ?2 ORDER BY e.version DESC LIMIT ?3`
 
 	// CROSS JOIN keeps events as the outer loop, in position order.
-	qReadAll = `SELECT e.position, s.name, e.version, e.event_id, e.type, e.data, e.metadata, e.recorded_at
+	qReadAll = `SELECT e.position, s.name, e.version, e.event_id, e.type, e.data, e.metadata, e.recorded_at, e.tags
 FROM events e CROSS JOIN streams s ON s.id = e.stream_id
 WHERE e.position > ?1 ORDER BY e.position LIMIT ?2`
 

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -30,12 +31,18 @@ func (b *Backend) read(ctx context.Context, fn func(c *conn) error) error {
 	return err
 }
 
-func scanEvent(v []driver.Value, e *varve.RecordedEvent) {
+func scanEvent(v []driver.Value, e *varve.RecordedEvent) error {
 	copy(e.ID[:], asBytes(v[0]))
 	e.Type = asString(v[1])
 	e.Data = asBytes(v[2])
 	e.Metadata = asBytes(v[3])
 	e.RecordedAt = fromNanos(v[4])
+	if v[5] != nil {
+		if err := json.Unmarshal(asBytes(v[5]), &e.Tags); err != nil {
+			return fmt.Errorf("tags of event %s: %w", e.ID, err)
+		}
+	}
+	return nil
 }
 
 // ReadStream implements [varve.Backend].
@@ -59,9 +66,9 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 				Version:  varve.Version(asInt(v[1])),
 				Position: varve.Position{Seq: uint64(asInt(v[2]))},
 			}
-			scanEvent(v[3:], &e)
+			err := scanEvent(v[3:], &e)
 			buf = append(buf, e)
-			return nil
+			return err
 		}, from, q.Stream, int64(q.Limit))
 	})
 	switch {
@@ -91,9 +98,9 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 				Stream:   asString(v[1]),
 				Version:  varve.Version(asInt(v[2])),
 			}
-			scanEvent(v[3:], &e)
+			err := scanEvent(v[3:], &e)
 			buf = append(buf, e)
-			return nil
+			return err
 		}, after, int64(q.Limit))
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"math"
 	"runtime"
@@ -21,6 +22,7 @@ const (
 	opSnapshot
 	opCheckpoint
 	opMulti
+	opAppendIf
 )
 
 // op is one write queued to the writer goroutine.
@@ -45,6 +47,8 @@ type op struct {
 	// A multi-stream append: its parts (appends) and checks.
 	parts  []*op
 	checks []varve.StreamCheck
+	// The condition of a conditional append.
+	cond varve.AppendCondition
 }
 
 // Stream states in the streams table.
@@ -220,7 +224,7 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 			return append(batch[:i:i], batch[i+1:]...)
 		}
 		o.err = err
-		wrote = wrote || (err == nil && (o.kind == opAppend || o.kind == opMulti))
+		wrote = wrote || (err == nil && (o.kind == opAppend || o.kind == opMulti || o.kind == opAppendIf))
 	}
 	if _, err := w.c.exec(bg, "COMMIT"); err != nil {
 		w.rollback()
@@ -266,6 +270,8 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		}
 	case opMulti:
 		return w.multi(o)
+	case opAppendIf:
+		return w.appendIf(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {
@@ -345,11 +351,22 @@ func (w *writer) append(o *op) (error, bool) {
 		args := w.args[:0]
 		for j := i; j < i+k; j++ {
 			e := &o.events[j]
-			args = append(args, w.next+int64(j-i), s.id, s.version+int64(j)+1, e.ID[:], e.Type, e.Data, e.Metadata, w.now, o.category)
+			var tags driver.Value
+			if len(e.Tags) > 0 {
+				b, err := json.Marshal(e.Tags)
+				if err != nil {
+					return fmt.Errorf("sqlite: append: tags: %w", err), true
+				}
+				tags = string(b)
+			}
+			args = append(args, w.next+int64(j-i), s.id, s.version+int64(j)+1, e.ID[:], e.Type, e.Data, e.Metadata, w.now, o.category, tags)
 		}
 		_, err := w.c.exec(bg, qInsertEvents[k], args...)
 		clear(args)
 		w.args = args
+		if err == nil {
+			err = w.insertTags(o.events[i:i+k], w.next)
+		}
 		if err == nil {
 			w.next += int64(k)
 			i += k
