@@ -53,6 +53,11 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if err := b.begin(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
+	for i := range req.Events {
+		if len(req.Events[i].Tags) > 0 {
+			return b.appendTagged(ctx, req, nil)
+		}
+	}
 	args := argsPool.Get().(*appendArgs)
 	defer args.release()
 	res, ok, err := b.appendFast(ctx, req, args)

@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if b.version >= writerLockSince {
 		horizon = writersHorizon(b.schema)
 	}
-	b.sql = newQueries(b.schema, horizon, b.version >= categorySince)
+	b.sql = newQueries(b.schema, horizon, b.version)
 	if !cfg.NoNotify {
 		b.wg.Add(1)
 		go b.notifier()

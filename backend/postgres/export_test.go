@@ -4,7 +4,7 @@ package postgres
 // schemas before migration 5 are read: the baseline of the horizon
 // benchmarks.
 func UseXminHorizon(b *Backend) {
-	b.sql = newQueries(b.schema, xminHorizon, b.version >= categorySince)
+	b.sql = newQueries(b.schema, xminHorizon, b.version)
 }
 
 // FilterQueries returns the statements of filtered reads: by category, by

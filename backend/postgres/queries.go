@@ -14,6 +14,9 @@ type queries struct {
 	// prefixes alone.
 	readByCategory, readByType, readByPrefix string
 
+	// readByTags reads the candidates of a query, from migration 8.
+	readByTags string
+
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
 }
@@ -28,6 +31,10 @@ const xminHorizon = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`
 // may write events holds the schema's writer lock before it has an id.
 const writerLockSince = 5
 
+// tagsSince is the schema version from which events keep tags
+// (append_tagged, migration 8).
+const tagsSince = 8
+
 // categorySince is the schema version from which events keep their
 // category and the log is indexed for filtered reads.
 const categorySince = 6
@@ -36,8 +43,14 @@ const categorySince = 6
 // themselves: see all_horizon in migration 5.
 func writersHorizon(schema string) string { return `(SELECT ` + schema + `.all_horizon())` }
 
-func newQueries(s, horizon string, category bool) queries {
-	const streamCols = `e.tx, e.seq, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at`
+func newQueries(s, horizon string, version int64) queries {
+	category := version >= categorySince
+	// Tags are read from migration 8 on; before, every event has none.
+	tags := `NULL::text[]`
+	if version >= tagsSince {
+		tags = `e.tags`
+	}
+	streamCols := `e.tx, e.seq, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, ` + tags
 	readStream := func(cond, order string) string {
 		return `SELECT s.deleted, s.tombstoned, ` + streamCols + `
 FROM ` + s + `.streams s
@@ -77,7 +90,7 @@ SELECT version, tx, seq FROM ins` + last
 	if category {
 		cols, catVal, catArg = `, category`, `, $7::text`, `, $7`
 	}
-	const allCols = `e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at`
+	allCols := `e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, ` + tags
 	// A filtered page: for each indexed value ($4), a range scan of its
 	// index after ($1, $2) and below the horizon, each bounded by the limit
 	// ($3), merged by position. The planner cannot know how selective a
@@ -113,7 +126,37 @@ WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + ` AND e.stream ^@ ANY($4
 ORDER BY e.tx, e.seq
 LIMIT $3`
 	}
+	byTags := ``
+	if version >= tagsSince {
+		// $4 the first tag of each item with tags, $5 the types of the
+		// others; the page's candidates, without repeats.
+		byTags = `SELECT ` + allCols + `
+FROM (
+    SELECT DISTINCT c.tx, c.seq FROM (
+        SELECT k.tx, k.seq FROM unnest($4::text[]) AS v(val)
+        CROSS JOIN LATERAL (
+            SELECT t.tx, t.seq FROM ` + s + `.event_tags t
+            WHERE (t.tag, t.tx, t.seq) > (v.val, $1, $2) AND (t.tag, t.tx, t.seq) < (v.val, ` + horizon + `, 0)
+            ORDER BY t.tag, t.tx, t.seq
+            LIMIT $3
+        ) k
+        UNION ALL
+        SELECT k.tx, k.seq FROM unnest($5::text[]) AS v(val)
+        CROSS JOIN LATERAL (
+            SELECT e.tx, e.seq FROM ` + s + `.events e
+            WHERE (e.type, e.tx, e.seq) > (v.val, $1, $2) AND (e.type, e.tx, e.seq) < (v.val, ` + horizon + `, 0)
+            ORDER BY e.type, e.tx, e.seq
+            LIMIT $3
+        ) k
+    ) c
+    ORDER BY c.tx, c.seq
+    LIMIT $3
+) c
+JOIN ` + s + `.events e ON e.tx = c.tx AND e.seq = c.seq
+ORDER BY e.tx, e.seq`
+	}
 	return queries{
+		readByTags:     byTags,
 		readByCategory: byIndex("category"),
 		readByType:     byIndex("type"),
 		readByPrefix:   byPrefix,
@@ -129,7 +172,7 @@ LIMIT $3`
 
 		readForward:  readStream(`e.version >= $2`, `ASC`),
 		readBackward: readStream(`e.version <= $2`, `DESC`),
-		readAll: `SELECT e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at
+		readAll: `SELECT ` + allCols + `
 FROM ` + s + `.events e
 WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + `
 ORDER BY e.tx, e.seq

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -128,12 +129,17 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		if v[2] == nil { // the stream exists, the page is empty
 			continue
 		}
+		tags, err := textArray(v[10])
+		if err != nil {
+			return buf[:start], err
+		}
 		buf = append(buf, varve.RecordedEvent{
 			ID:         [16]byte(v[5]),
 			Stream:     q.Stream,
 			Version:    varve.Version(int8At(v[4])),
 			Position:   varve.Position{Commit: uint64(int8At(v[2])), Seq: uint64(int8At(v[3]))},
 			RecordedAt: timeAt(v[9]),
+			Tags:       tags,
 		})
 		p.refs = append(p.refs, rowRefs{typ: p.addText(v[6]), data: p.addBlob(v[7]), meta: p.addBlob(v[8])})
 	}
@@ -180,11 +186,16 @@ func (b *Backend) scanAll(rows pgx.Rows, buf []varve.RecordedEvent) ([]varve.Rec
 	var p page
 	for rows.Next() {
 		v := rows.RawValues()
+		tags, err := textArray(v[9])
+		if err != nil {
+			return buf[:start], err
+		}
 		buf = append(buf, varve.RecordedEvent{
 			ID:         [16]byte(v[4]),
 			Version:    varve.Version(int8At(v[3])),
 			Position:   varve.Position{Commit: uint64(int8At(v[0])), Seq: uint64(int8At(v[1]))},
 			RecordedAt: timeAt(v[8]),
+			Tags:       tags,
 		})
 		p.refs = append(p.refs, rowRefs{stream: p.addText(v[2]), typ: p.addText(v[5]), data: p.addBlob(v[6]), meta: p.addBlob(v[7])})
 	}
@@ -218,4 +229,40 @@ func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
 		return varve.Position{}, b.fail(ctx, err)
 	}
 	return varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
+}
+
+// textArray decodes a one-dimensional text[] in PostgreSQL's binary format
+// (dimensions, a null flag, the element type, then each element's length
+// and bytes); NULL is no tags.
+func textArray(v []byte) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	bad := func() ([]string, error) { return nil, fmt.Errorf("postgres: malformed text[] of %d bytes", len(v)) }
+	if len(v) < 12 {
+		return bad()
+	}
+	ndim := int(binary.BigEndian.Uint32(v))
+	if ndim == 0 {
+		return nil, nil
+	}
+	if ndim != 1 || len(v) < 20 {
+		return bad()
+	}
+	n := int(binary.BigEndian.Uint32(v[12:]))
+	out := make([]string, 0, n)
+	p := 20
+	for range n {
+		if len(v) < p+4 {
+			return bad()
+		}
+		l := int(int32(binary.BigEndian.Uint32(v[p:])))
+		p += 4
+		if l < 0 || len(v) < p+l {
+			return bad()
+		}
+		out = append(out, string(v[p:p+l]))
+		p += l
+	}
+	return out, nil
 }
