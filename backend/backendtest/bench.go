@@ -41,6 +41,7 @@ func Benchmark(b *testing.B, f Factory) {
 			}
 		})
 	}
+	b.Run("Consistency", func(b *testing.B) { benchConsistency(b, f) })
 }
 
 func benchWorkload(b *testing.B, f Factory, w workload.Workload) {

@@ -165,17 +165,40 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- The first matching event after the position: for each item, a range
+    -- scan of its first tag's entries or of its types' index, each checked
+    -- against the whole item; for an empty condition, of $all.
     IF p_cond IS NOT NULL THEN
-        SELECT e.tx, e.seq INTO o_hit_tx, o_hit_seq
-          FROM __SCHEMA__.events e
-         WHERE (e.tx, e.seq) > (p_after_tx, p_after_seq)
-           AND (jsonb_array_length(p_cond) = 0 OR EXISTS (
-                SELECT FROM jsonb_array_elements(p_cond) it
-                 WHERE (jsonb_array_length(coalesce(it -> 'types', '[]')) = 0
-                        OR e.type IN (SELECT jsonb_array_elements_text(it -> 'types')))
-                   AND coalesce(e.tags, '{}') @> ARRAY(SELECT jsonb_array_elements_text(coalesce(it -> 'tags', '[]')))))
-         ORDER BY e.tx, e.seq
-         LIMIT 1;
+        SELECT c.tx, c.seq INTO o_hit_tx, o_hit_seq FROM (
+            SELECT h.tx, h.seq FROM jsonb_array_elements(p_cond) it
+            CROSS JOIN LATERAL (
+                SELECT e.tx, e.seq FROM __SCHEMA__.event_tags t
+                JOIN __SCHEMA__.events e ON e.tx = t.tx AND e.seq = t.seq
+                WHERE t.tag = it -> 'tags' ->> 0 AND (t.tx, t.seq) > (p_after_tx, p_after_seq)
+                  AND (jsonb_array_length(coalesce(it -> 'types', '[]')) = 0
+                       OR e.type IN (SELECT jsonb_array_elements_text(it -> 'types')))
+                  AND e.tags @> ARRAY(SELECT jsonb_array_elements_text(it -> 'tags'))
+                ORDER BY t.tx, t.seq
+                LIMIT 1
+            ) h
+            WHERE jsonb_array_length(coalesce(it -> 'tags', '[]')) > 0
+            UNION ALL
+            SELECT h.tx, h.seq FROM jsonb_array_elements(p_cond) it, jsonb_array_elements_text(it -> 'types') typ
+            CROSS JOIN LATERAL (
+                SELECT e.tx, e.seq FROM __SCHEMA__.events e
+                WHERE e.type = typ AND (e.tx, e.seq) > (p_after_tx, p_after_seq)
+                ORDER BY e.type, e.tx, e.seq
+                LIMIT 1
+            ) h
+            WHERE jsonb_array_length(coalesce(it -> 'tags', '[]')) = 0
+            UNION ALL
+            (SELECT e.tx, e.seq FROM __SCHEMA__.events e
+              WHERE jsonb_array_length(p_cond) = 0 AND (e.tx, e.seq) > (p_after_tx, p_after_seq)
+              ORDER BY e.tx, e.seq
+              LIMIT 1)
+        ) c
+        ORDER BY c.tx, c.seq
+        LIMIT 1;
         IF FOUND THEN
             RETURN;
         END IF;

@@ -1,0 +1,100 @@
+package backendtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/workload"
+)
+
+// benchConsistency measures appends across streams against single-stream
+// appends in the same run, on backends that have the capabilities:
+//   - Single: 1 event to one of 1,000 streams (the yardstick);
+//   - Multi2: 1 event to each of 2 of 1,000 streams, atomically;
+//   - DCB1: 1 event tagged with one of 1,000 tags, on the condition that
+//     nothing with its tag came after the previous append of that tag;
+//   - Writers1 and Writers8: DCB1 from 1 and 8 writers on tags of their
+//     own, to compare with Single and 8 writers of single appends.
+func benchConsistency(b *testing.B, f Factory) {
+	single := func(s *varve.Store, pfx string, w int) func(ctx context.Context, i int) (int, error) {
+		ev := []varve.Event{{Type: "OrderPlaced", Data: workload.Payload}}
+		return func(ctx context.Context, i int) (int, error) {
+			ev[0].ID = varve.NewEventID()
+			_, err := s.Append(ctx, fmt.Sprintf("%sw%d-s%d", pfx, w, i%1000), varve.Any, ev...)
+			return 1, err
+		}
+	}
+	multi := func(s *varve.Store, pfx string, w int) func(ctx context.Context, i int) (int, error) {
+		return func(ctx context.Context, i int) (int, error) {
+			parts := []varve.StreamAppend{
+				{Stream: fmt.Sprintf("%sw%d-a%d", pfx, w, i%1000), Expected: varve.Any, Events: []varve.Event{{Type: "Debited", Data: workload.Payload}}},
+				{Stream: fmt.Sprintf("%sw%d-b%d", pfx, w, i%1000), Expected: varve.Any, Events: []varve.Event{{Type: "Credited", Data: workload.Payload}}},
+			}
+			_, err := s.AppendMulti(ctx, parts)
+			return 2, err
+		}
+	}
+	dcb := func(s *varve.Store, pfx string, w int) func(ctx context.Context, i int) (int, error) {
+		after := make([]varve.Position, 1000)
+		for i := range after {
+			after[i], _ = s.LastPosition(context.Background())
+		}
+		return func(ctx context.Context, i int) (int, error) {
+			k := i % 1000
+			tag := fmt.Sprintf("%sw%d-t%d", pfx, w, k)
+			ev := varve.Event{Type: "Claimed", Data: workload.Payload, Tags: []string{tag}}
+			cond := varve.AppendCondition{FailIfEventsMatch: varve.Query{Items: []varve.QueryItem{{Tags: []string{tag}}}}, After: after[k]}
+			res, err := s.AppendIf(ctx, fmt.Sprintf("%sw%d-d%d", pfx, w, k), varve.Any, cond, ev)
+			after[k] = res.Position
+			return 1, err
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		writers int
+		op      func(s *varve.Store, pfx string, w int) func(ctx context.Context, i int) (int, error)
+		can     func(s *varve.Store) bool
+	}{
+		{"Single", 1, single, func(*varve.Store) bool { return true }},
+		{"Multi2", 1, multi, (*varve.Store).CanAppendMulti},
+		{"DCB1", 1, dcb, (*varve.Store).CanTag},
+		{"SingleWriters8", 8, single, func(*varve.Store) bool { return true }},
+		{"DCBWriters8", 8, dcb, (*varve.Store).CanTag},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := store(b, f)
+			if !c.can(s) {
+				b.Skipf("%s lacks the capability", s.Features().Name)
+			}
+			pfx := prefix(b)
+			ops := make([]func(context.Context, int) (int, error), c.writers)
+			for w := range ops {
+				ops[w] = c.op(s, pfx, w)
+			}
+			ctx := b.Context()
+			var next, events atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for _, op := range ops {
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						n, err := op(ctx, int(i))
+						if err != nil {
+							b.Errorf("%s: %v", c.name, err)
+							return
+						}
+						events.Add(int64(n))
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(events.Load())/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
