@@ -50,7 +50,7 @@ func TestReadmeCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the README's snippet does not run: %v\n%s\n%s", err, out, src)
 	}
-	want := "order-1 is at version 2\ntrue\n2 OrderPaid\n1 OrderPlaced\n"
+	want := "order-1 is at version 2\ntrue\n2 OrderPaid\n1 OrderPlaced\norder-1 OrderPaid\n"
 	if string(out) != want {
 		t.Fatalf("the README's snippet printed\n%s\nwant\n%s", out, want)
 	}
