@@ -1,0 +1,93 @@
+package pgcdc_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/varve-go/varve/cdc/pgcdc"
+	"github.com/varve-go/varve/internal/pgcluster"
+	"go.uber.org/goleak"
+)
+
+var cluster pgcluster.Shared
+
+func TestMain(m *testing.M) {
+	os.Exit(pgcluster.Main(m, &cluster, pgcluster.Logical(), func() error { return goleak.Find() }))
+}
+
+var seq atomic.Int64
+
+// fixture is one test's publication, slot and tables on the private cluster.
+type fixture struct {
+	t    *testing.T
+	url  string
+	conn *pgx.Conn
+	name string // slot and publication
+}
+
+func newFixture(t *testing.T, tables ...string) *fixture {
+	t.Helper()
+	url := cluster.URL(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	f := &fixture{t: t, url: url, conn: conn, name: fmt.Sprintf("cdc_%s_%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")), seq.Add(1))}
+	if len(f.name) > 60 {
+		f.name = fmt.Sprintf("cdc_t%d", seq.Add(1))
+	}
+	for _, ddl := range tables {
+		f.exec(ddl)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := pgcdc.DropSlot(ctx, conn, f.name); err != nil {
+			t.Errorf("drop slot: %v", err)
+		}
+		if err := pgcdc.DropPublication(ctx, conn, f.name); err != nil {
+			t.Errorf("drop publication: %v", err)
+		}
+		conn.Close(ctx)
+	})
+	return f
+}
+
+func (f *fixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	if _, err := f.conn.Exec(context.Background(), sql, args...); err != nil {
+		f.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (f *fixture) config(tables ...string) pgcdc.Config {
+	return pgcdc.Config{ConnString: f.url, Slot: f.name, Publication: f.name, Tables: tables, StatusInterval: 50 * time.Millisecond}
+}
+
+func (f *fixture) start(cfg pgcdc.Config) *pgcdc.Stream {
+	f.t.Helper()
+	s, err := pgcdc.Start(context.Background(), cfg)
+	if err != nil {
+		f.t.Fatalf("start: %v", err)
+	}
+	f.t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// next returns the next transaction, failing the test after a minute.
+func next(t *testing.T, s *pgcdc.Stream) *pgcdc.Transaction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := s.Next(ctx)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	return tx
+}
