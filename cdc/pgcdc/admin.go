@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrWALLevel is returned when the server does not run with
@@ -147,14 +149,26 @@ func Inspect(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, error)
 	return si, nil
 }
 
-// DropSlot drops the slot name if it exists. A slot in use by a stream
-// cannot be dropped: close the stream first.
+// DropSlot drops the slot name if it exists. A slot stays in use for a
+// moment after its stream closed (the server process lets go of it as it
+// exits), so DropSlot retries while the slot is active, until ctx ends:
+// close the stream first, or give ctx a deadline.
 func DropSlot(ctx context.Context, conn *pgx.Conn, name string) error {
-	_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name)
-	if err != nil {
-		return fmt.Errorf("pgcdc: drop slot %q: %w", name, err)
+	for {
+		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55006" { // object_in_use
+			if err != nil {
+				return fmt.Errorf("pgcdc: drop slot %q: %w", name, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgcdc: drop slot %q: %w (last: %w)", name, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // ParseLSN parses an LSN in PostgreSQL's text form (16/B374D848).

@@ -164,16 +164,23 @@ func (d *decoder) value(oid uint32, format int16, data []byte) (any, error) {
 		}
 		return nil, errUnknownType
 	}
+	if _, isArray := t.Codec.(*pgtype.ArrayCodec); isArray {
+		// pgx flattens a multi-dimensional array into []any; keep the
+		// dimensions (and lower bounds other than 1) where there are any.
+		var a pgtype.Array[any]
+		if err := d.types.Scan(oid, format, data, &a); err != nil {
+			return nil, err
+		}
+		if len(a.Dims) > 1 || len(a.Dims) == 1 && a.Dims[0].LowerBound != 1 {
+			return a, nil
+		}
+		if a.Elements == nil {
+			return []any{}, nil
+		}
+		return a.Elements, nil
+	}
 	v, err := t.Codec.DecodeValue(d.types, oid, format, data)
 	if err != nil {
-		if _, isArray := t.Codec.(*pgtype.ArrayCodec); isArray {
-			// A multi-dimensional array does not fit []any; keep its
-			// dimensions.
-			var a pgtype.Array[any]
-			if err2 := d.types.Scan(oid, format, data, &a); err2 == nil {
-				return a, nil
-			}
-		}
 		return nil, err
 	}
 	if u, ok := v.([16]byte); ok && oid == pgtype.UUIDOID {

@@ -39,20 +39,30 @@ func newFixture(t *testing.T, tables ...string) *fixture {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	f := &fixture{t: t, url: url, conn: conn, name: fmt.Sprintf("cdc_%s_%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")), seq.Add(1))}
-	if len(f.name) > 60 {
-		f.name = fmt.Sprintf("cdc_t%d", seq.Add(1))
-	}
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(t.Name()))
+	f := &fixture{t: t, url: url, conn: conn, name: fmt.Sprintf("cdc_%.40s_%d", name, seq.Add(1))}
+	// Each fixture's tables live in a schema of its own.
+	f.exec("CREATE SCHEMA " + f.name)
+	f.exec("SET search_path TO " + f.name)
 	for _, ddl := range tables {
 		f.exec(ddl)
 	}
 	t.Cleanup(func() {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		if err := pgcdc.DropSlot(ctx, conn, f.name); err != nil {
 			t.Errorf("drop slot: %v", err)
 		}
 		if err := pgcdc.DropPublication(ctx, conn, f.name); err != nil {
 			t.Errorf("drop publication: %v", err)
+		}
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+f.name+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
 		}
 		conn.Close(ctx)
 	})
@@ -67,6 +77,9 @@ func (f *fixture) exec(sql string, args ...any) {
 }
 
 func (f *fixture) config(tables ...string) pgcdc.Config {
+	for i, t := range tables {
+		tables[i] = f.name + "." + t
+	}
 	return pgcdc.Config{ConnString: f.url, Slot: f.name, Publication: f.name, Tables: tables, StatusInterval: 50 * time.Millisecond}
 }
 
