@@ -3,6 +3,7 @@ package pgcdc_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -48,13 +49,18 @@ func newFixture(t *testing.T, tables ...string) *fixture {
 	f := &fixture{t: t, url: url, conn: conn, name: fmt.Sprintf("cdc_%.40s_%d", name, seq.Add(1))}
 	// Each fixture's tables live in a schema of its own.
 	f.exec("CREATE SCHEMA " + f.name)
-	f.exec("SET search_path TO " + f.name)
+	f.conn.Close(ctx)
+	f.url += "&search_path=" + f.name
+	if f.conn, err = pgx.Connect(ctx, f.url); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
 	for _, ddl := range tables {
 		f.exec(ddl)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		conn := f.conn // a server restart replaces it
 		if err := pgcdc.DropSlot(ctx, conn, f.name); err != nil {
 			t.Errorf("drop slot: %v", err)
 		}
@@ -80,7 +86,16 @@ func (f *fixture) config(tables ...string) pgcdc.Config {
 	for i, t := range tables {
 		tables[i] = f.name + "." + t
 	}
-	return pgcdc.Config{ConnString: f.url, Slot: f.name, Publication: f.name, Tables: tables, StatusInterval: 50 * time.Millisecond}
+	return pgcdc.Config{ConnString: f.url, Slot: f.name, Publication: f.name, Tables: tables, StatusInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{f.t}, nil))}
+}
+
+// testWriter writes a stream's log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 func (f *fixture) start(cfg pgcdc.Config) *pgcdc.Stream {
