@@ -113,4 +113,3 @@ func TestAppendToStore(t *testing.T) {
 		})
 	}
 }
-

@@ -260,8 +260,9 @@ func (s *Stream) Stats() Stats {
 }
 
 // Close stops the stream: it sends the last status update, so the slot
-// keeps the acknowledged prefix, and closes the connection. It is
-// idempotent.
+// keeps the acknowledged prefix, ends the replication (the slot is free for
+// another stream when Close returns, unless the server did not answer
+// within 5s) and closes the connection. It is idempotent.
 func (s *Stream) Close() error {
 	s.closeOnce.Do(func() { s.cancel() })
 	<-s.done
@@ -332,8 +333,13 @@ func (s *Stream) session(ctx context.Context, conn *pgconn.PgConn, dec *decoder)
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if ctx.Err() != nil {
-			_ = netConn.SetReadDeadline(time.Time{})
-			_ = s.sendStatus(conn)
+			// A clean end: the last status, then the end of the copy, which
+			// the server answers once it processed the status and let go
+			// of the slot.
+			_ = netConn.SetDeadline(time.Now().Add(5 * time.Second))
+			if s.sendStatus(conn) == nil {
+				_, _ = pglogrepl.SendStandbyCopyDone(cctx, conn)
+			}
 		}
 		_ = conn.Close(cctx)
 	}()
