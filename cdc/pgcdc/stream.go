@@ -47,6 +47,9 @@ type Config struct {
 	// MaxReconnectDelay caps the back-off between reconnections after
 	// the replication connection dropped (default 5s).
 	MaxReconnectDelay time.Duration
+	// SlotWait is how long Start waits for a slot that another stream
+	// still holds, such as one that just ended (default 10s).
+	SlotWait time.Duration
 	// Logger receives a warning per reconnection (default: slog.Default()).
 	Logger *slog.Logger
 }
@@ -69,6 +72,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxReconnectDelay <= 0 {
 		c.MaxReconnectDelay = 5 * time.Second
+	}
+	if c.SlotWait <= 0 {
+		c.SlotWait = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -115,6 +121,14 @@ func Start(ctx context.Context, cfg Config) (*Stream, error) {
 	}
 	s := &Stream{cfg: cfg, out: make(chan *Transaction, cfg.Buffer), done: make(chan struct{}), flushed: start, handed: start}
 	conn, err := s.connect(ctx, start)
+	// A slot stays active for a moment after its last stream ended (the
+	// server process exits after the client went away): wait for it.
+	for wait := time.Now().Add(cfg.SlotWait); err != nil && slotActive(err) && time.Now().Before(wait); {
+		if err := backoff.Sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
+		}
+		conn, err = s.connect(ctx, start)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +284,11 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	return s.err
+}
+
+func slotActive(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55006" // object_in_use
 }
 
 // permanentError ends the stream instead of a reconnection.
