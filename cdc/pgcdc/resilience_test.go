@@ -11,18 +11,22 @@ import (
 	"github.com/varve-go/varve/cdc/pgcdc"
 )
 
-// writer commits txs transactions, each inserting the next seq of keys keys
-// (k, seq) into table; a commit that fails with the connection is retried
-// on a new one (ON CONFLICT makes the retry of a commit that went through
-// harmless). The rows in the table at the end are what was committed.
-func writer(ctx context.Context, url, table string, txs, keys int) error {
+// writer commits txs transactions (0: until ctx ends), each inserting the
+// next seq of keys keys (k, seq) into table, pausing pace between them; a
+// commit that fails with the connection is retried on a new one (ON
+// CONFLICT makes the retry of a commit that went through harmless). The
+// rows in the table at the end are what was committed.
+func writer(ctx context.Context, url, table string, txs, keys int, pace time.Duration) error {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
 	}()
-	for i := 1; i <= txs; {
+	for i := 1; txs == 0 || i <= txs; {
+		if txs == 0 && ctx.Err() != nil {
+			return nil
+		}
 		if conn == nil {
 			c, err := pgx.Connect(ctx, url)
 			if err != nil {
@@ -49,6 +53,9 @@ func writer(ctx context.Context, url, table string, txs, keys int) error {
 			continue
 		}
 		i++
+		if pace > 0 {
+			time.Sleep(pace)
+		}
 	}
 	return nil
 }
@@ -212,7 +219,7 @@ func TestSurvivesFailures(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				errs <- writer(ctx, f.url, "events", txs, keys)
+				errs <- writer(ctx, f.url, "events", txs, keys, 0)
 			}()
 			go func() {
 				defer wg.Done()
