@@ -3,6 +3,8 @@ package pgcdc_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,4 +307,50 @@ func TestRestartRedeliversOnlyUnacknowledged(t *testing.T) {
 		t.Errorf("then the new transaction, got %+v", tx.Changes)
 	}
 
+}
+
+func TestLagIsReportedAndWarnedAbout(t *testing.T) {
+	f := newFixture(t, "CREATE TABLE events (k int, seq int, PRIMARY KEY (k, seq))")
+	cfg := f.config("events")
+	var logs lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.WarnRetainedBytes = 1
+	cfg.LagInterval = 20 * time.Millisecond
+	s := f.start(cfg)
+	f.exec("INSERT INTO events SELECT 1, i FROM generate_series(1, 1000) AS i")
+	tx := next(t, s) // never acknowledged
+	info, err := s.Lag(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.LagBytes < int64(tx.EndLSN-info.ConfirmedFlushLSN) || info.RetainedBytes <= 0 || !info.Active {
+		t.Errorf("lag of a slot with an unacknowledged transaction: %+v (tx ends at %s)", info, tx.EndLSN)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.Stats().LagWarnings == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().LagWarnings == 0 || !strings.Contains(logs.String(), "retains more WAL than the bound") {
+		t.Errorf("no warning about the retained WAL; log:\n%s", logs.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

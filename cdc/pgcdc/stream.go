@@ -47,6 +47,13 @@ type Config struct {
 	// MaxReconnectDelay caps the back-off between reconnections after
 	// the replication connection dropped (default 5s).
 	MaxReconnectDelay time.Duration
+	// WarnRetainedBytes, when above 0, makes the stream check the slot
+	// every LagInterval (default 30s) on an ordinary connection and log a
+	// warning while the slot retains more WAL than this on the server: a
+	// consumer that stopped acknowledging, or one that fell behind, will
+	// fill the server's disk.
+	WarnRetainedBytes int64
+	LagInterval       time.Duration
 	// SlotWait is how long Start waits for a slot that another stream
 	// still holds, such as one that just ended (default 10s).
 	SlotWait time.Duration
@@ -73,6 +80,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxReconnectDelay <= 0 {
 		c.MaxReconnectDelay = 5 * time.Second
 	}
+	if c.LagInterval <= 0 {
+		c.LagInterval = 30 * time.Second
+	}
 	if c.SlotWait <= 0 {
 		c.SlotWait = 10 * time.Second
 	}
@@ -88,19 +98,20 @@ var ErrClosed = errors.New("pgcdc: stream closed")
 // Stream is one logical replication stream from one slot. See the package
 // documentation for its concurrency model.
 type Stream struct {
-	cfg    Config
-	out    chan *Transaction
-	done   chan struct{}
-	err    error // why run ended; read after done is closed
-	cancel context.CancelFunc
+	cfg     Config
+	out     chan *Transaction
+	done    chan struct{}
+	err     error // why run ended; read after done is closed
+	cancel  context.CancelFunc
+	lagDone chan struct{}
 
 	mu      sync.Mutex
 	pending []pendingTx // handed over, not all acknowledged, in order
 	flushed LSN         // end of the acknowledged prefix
 	handed  LSN         // end of the last transaction handed over
 
-	reconnects, transactions atomic.Int64
-	closeOnce                sync.Once
+	reconnects, transactions, lagWarnings atomic.Int64
+	closeOnce                             sync.Once
 }
 
 type pendingTx struct {
@@ -119,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{cfg: cfg, out: make(chan *Transaction, cfg.Buffer), done: make(chan struct{}), flushed: start, handed: start}
+	s := &Stream{cfg: cfg, out: make(chan *Transaction, cfg.Buffer), done: make(chan struct{}), lagDone: make(chan struct{}), flushed: start, handed: start}
 	conn, err := s.connect(ctx, start)
 	// A slot stays active for a moment after its last stream ended (the
 	// server process exits after the client went away): wait for it.
@@ -135,7 +146,50 @@ func Start(ctx context.Context, cfg Config) (*Stream, error) {
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.run(rctx, conn)
+	if cfg.WarnRetainedBytes > 0 {
+		go s.watchLag(rctx)
+	} else {
+		close(s.lagDone)
+	}
 	return s, nil
+}
+
+// Lag describes the stream's slot: its lag and retained WAL in bytes (see
+// [SlotInfo]), read on an ordinary connection.
+func (s *Stream) Lag(ctx context.Context) (SlotInfo, error) {
+	conn, err := pgx.Connect(ctx, s.cfg.ConnString)
+	if err != nil {
+		return SlotInfo{}, fmt.Errorf("pgcdc: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return Inspect(ctx, conn, s.cfg.Slot)
+}
+
+// watchLag warns while the slot retains more WAL than the configured
+// bound.
+func (s *Stream) watchLag(ctx context.Context) {
+	defer close(s.lagDone)
+	t := time.NewTicker(s.cfg.LagInterval)
+	defer t.Stop()
+	for {
+		info, err := s.Lag(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.cfg.Logger.Warn("pgcdc: cannot read the slot's lag", "slot", s.cfg.Slot, "err", err)
+		case info.RetainedBytes > s.cfg.WarnRetainedBytes:
+			s.lagWarnings.Add(1)
+			s.cfg.Logger.Warn("pgcdc: the slot retains more WAL than the bound; acknowledge transactions, or drop the slot if it is abandoned",
+				"slot", s.cfg.Slot, "retained_bytes", info.RetainedBytes, "bound", s.cfg.WarnRetainedBytes,
+				"lag_bytes", info.LagBytes, "wal_status", info.WALStatus)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func prepare(ctx context.Context, cfg Config) (LSN, error) {
@@ -260,6 +314,9 @@ type Stats struct {
 	// Transactions handed over and reconnections after a dropped
 	// replication connection.
 	Transactions, Reconnects int64
+	// LagWarnings counts the checks that found the slot retaining more
+	// WAL than Config.WarnRetainedBytes.
+	LagWarnings int64
 	// Pending is the number of transactions handed over and not yet in the
 	// acknowledged prefix; Flushed is the end of that prefix.
 	Pending int
@@ -270,7 +327,7 @@ type Stats struct {
 func (s *Stream) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Transactions: s.transactions.Load(), Reconnects: s.reconnects.Load(), Pending: len(s.pending), Flushed: s.flushed}
+	return Stats{Transactions: s.transactions.Load(), Reconnects: s.reconnects.Load(), LagWarnings: s.lagWarnings.Load(), Pending: len(s.pending), Flushed: s.flushed}
 }
 
 // Close stops the stream: it sends the last status update, so the slot
@@ -280,6 +337,7 @@ func (s *Stream) Stats() Stats {
 func (s *Stream) Close() error {
 	s.closeOnce.Do(func() { s.cancel() })
 	<-s.done
+	<-s.lagDone
 	if errors.Is(s.err, ErrClosed) {
 		return nil
 	}
