@@ -15,22 +15,18 @@ import (
 	"github.com/varve-go/varve/cdc/pgcdc"
 )
 
-// BenchmarkDecode reads the same captured WAL (benchTxs transactions of
-// benchRows inserts of a row of seven typed columns) from one slot, which
-// is never acknowledged, three ways per iteration, in turn: raw (pglogrepl
-// reading the stream and looking at each message's first byte, no
-// decoding), and pgcdc's Stream with text and with binary values. It
-// reports each one's changes/s and the ratios to raw.
-func BenchmarkDecode(b *testing.B) {
-	const benchTxs, benchRows = 200, 50
-	url := cluster.URL(b)
+const benchTxs, benchRows = 200, 50
+
+// benchSlot creates a slot and writes benchTxs transactions of benchRows
+// inserts of a row of seven typed columns after it; the cleanup drops it.
+func benchSlot(b *testing.B) (url, name string) {
+	url = cluster.URL(b)
 	ctx := context.Background()
-	name := fmt.Sprintf("cdc_bench_%d", seq.Add(1))
+	name = fmt.Sprintf("cdc_bench_%d", seq.Add(1))
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close(ctx)
 	for _, sql := range []string{
 		"CREATE SCHEMA " + name,
 		"CREATE TABLE " + name + ".bench (id int PRIMARY KEY, n bigint, name text, amount numeric(12,2), at timestamptz, tag uuid, doc jsonb)",
@@ -39,13 +35,14 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	defer func() {
+	b.Cleanup(func() {
 		dctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		_ = pgcdc.DropSlot(dctx, conn, name)
 		_ = pgcdc.DropPublication(dctx, conn, name)
 		_, _ = conn.Exec(dctx, "DROP SCHEMA "+name+" CASCADE")
-	}()
+		conn.Close(dctx)
+	})
 	if _, err := pgcdc.EnsurePublication(ctx, conn, name, []string{name + ".bench"}); err != nil {
 		b.Fatal(err)
 	}
@@ -61,6 +58,17 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	return url, name
+}
+
+// BenchmarkDecode reads the same captured WAL (benchTxs transactions of
+// benchRows inserts of a row of seven typed columns) from one slot, which
+// is never acknowledged, three ways per iteration, in turn: raw (pglogrepl
+// reading the stream and looking at each message's first byte, no
+// decoding), and pgcdc's Stream with text and with binary values. It
+// reports each one's changes/s and the ratios to raw.
+func BenchmarkDecode(b *testing.B) {
+	url, name := benchSlot(b)
 	cfg := pgcdc.Config{ConnString: url, Slot: name, Publication: name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	binCfg := cfg
 	binCfg.Binary = true
@@ -71,7 +79,7 @@ func BenchmarkDecode(b *testing.B) {
 		d    time.Duration
 		n    int
 	}{
-		{name: "raw", read: func(b *testing.B) (int, time.Duration) { return readRaw(b, url, name, benchTxs) }},
+		{name: "raw", read: func(b *testing.B) (int, time.Duration) { return readRaw(b, url, name, benchTxs, nil) }},
 		{name: "text", read: func(b *testing.B) (int, time.Duration) { return readDecoded(b, cfg, benchTxs) }},
 		{name: "binary", read: func(b *testing.B) (int, time.Duration) { return readDecoded(b, binCfg, benchTxs) }},
 	}
@@ -100,7 +108,9 @@ func BenchmarkDecode(b *testing.B) {
 
 // readRaw streams the slot from its confirmed position until txs commits
 // went by and counts the inserts, decoding nothing.
-func readRaw(b *testing.B, url, slot string, txs int) (int, time.Duration) {
+// With keep, it keeps a copy of each message's WAL data and asks for
+// binary values when binary is set.
+func readRaw(b *testing.B, url, slot string, txs int, keep *capture) (int, time.Duration) {
 	ctx := context.Background()
 	pc, err := pgconn.ParseConfig(url)
 	if err != nil {
@@ -112,8 +122,11 @@ func readRaw(b *testing.B, url, slot string, txs int) (int, time.Duration) {
 		b.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"}})
+	args := []string{"proto_version '1'", "publication_names '" + slot + "'"}
+	if keep != nil && keep.binary {
+		args = append(args, "binary 'true'")
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,6 +144,9 @@ func readRaw(b *testing.B, url, slot string, txs int) (int, time.Duration) {
 		xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
 		if err != nil {
 			b.Fatal(err)
+		}
+		if keep != nil {
+			keep.msgs = append(keep.msgs, append([]byte(nil), xld.WALData...))
 		}
 		switch pglogrepl.MessageType(xld.WALData[0]) {
 		case pglogrepl.MessageTypeInsert:
@@ -164,4 +180,63 @@ func readDecoded(b *testing.B, cfg pgcdc.Config, txs int) (int, time.Duration) {
 		n += len(tx.Changes)
 	}
 	return n, time.Since(start)
+}
+
+type capture struct {
+	binary bool
+	msgs   [][]byte
+}
+
+// BenchmarkDecoder measures the client's work alone, on pgoutput messages
+// captured once and kept in memory: pglogrepl's parse of each message (no
+// values decoded) against pgcdc's decoder (parse, values through pgx's
+// type map, envelopes), in turn, for text and binary values.
+func BenchmarkDecoder(b *testing.B) {
+	url, name := benchSlot(b)
+	text, bin := &capture{}, &capture{binary: true}
+	readRaw(b, url, name, benchTxs, text)
+	readRaw(b, url, name, benchTxs, bin)
+	parse := func(msgs [][]byte) (int, error) {
+		n := 0
+		for _, m := range msgs {
+			msg, err := pglogrepl.Parse(m)
+			if err != nil {
+				return n, err
+			}
+			if _, ok := msg.(*pglogrepl.InsertMessage); ok {
+				n++
+			}
+		}
+		return n, nil
+	}
+	runs := []struct {
+		name string
+		run  func([][]byte) (int, error)
+		msgs [][]byte
+		d    time.Duration
+		n    int
+	}{
+		{name: "parse-text", run: parse, msgs: text.msgs},
+		{name: "decode-text", run: pgcdc.DecodeMessages, msgs: text.msgs},
+		{name: "parse-binary", run: parse, msgs: bin.msgs},
+		{name: "decode-binary", run: pgcdc.DecodeMessages, msgs: bin.msgs},
+	}
+	for i := 0; b.Loop(); i++ {
+		for j := range runs {
+			r := &runs[(i+j)%len(runs)]
+			start := time.Now()
+			n, err := r.run(r.msgs)
+			r.d += time.Since(start)
+			if err != nil || n != benchTxs*benchRows {
+				b.Fatalf("%s: %d changes, %v", r.name, n, err)
+			}
+			r.n += n
+		}
+	}
+	rate := func(r int) float64 { return float64(runs[r].n) / runs[r].d.Seconds() }
+	for i, r := range runs {
+		b.ReportMetric(rate(i), r.name+"-changes/s")
+	}
+	b.ReportMetric(rate(1)/rate(0), "decode/parse-text")
+	b.ReportMetric(rate(3)/rate(2), "decode/parse-binary")
 }
