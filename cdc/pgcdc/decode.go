@@ -1,6 +1,8 @@
 package pgcdc
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,15 @@ func (d *decoder) reset() {
 // decode handles one pgoutput message written at lsn and returns the
 // transaction it completed, if any.
 func (d *decoder) decode(data []byte, lsn LSN) (*Transaction, error) {
+	if len(data) > 0 {
+		switch data[0] {
+		case 'I', 'U', 'D':
+			// Row changes, nearly all of the stream, are read here without
+			// pglogrepl's copy of every column; the one copy of the message
+			// keeps the values apart from the connection's buffer.
+			return nil, d.rowChange(bytes.Clone(data), lsn)
+		}
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: parse pgoutput message at %s: %w", lsn, err)
@@ -61,12 +72,6 @@ func (d *decoder) decode(data []byte, lsn LSN) (*Transaction, error) {
 		d.tx = nil
 		tx.CommitLSN, tx.EndLSN, tx.CommitTime = m.CommitLSN, m.TransactionEndLSN, m.CommitTime
 		return tx, nil
-	case *pglogrepl.InsertMessage:
-		return nil, d.change(lsn, m.RelationID, Insert, m.Tuple, nil)
-	case *pglogrepl.UpdateMessage:
-		return nil, d.change(lsn, m.RelationID, Update, m.NewTuple, m.OldTuple)
-	case *pglogrepl.DeleteMessage:
-		return nil, d.change(lsn, m.RelationID, Delete, nil, m.OldTuple)
 	case *pglogrepl.TruncateMessage:
 		if d.tx == nil {
 			return nil, fmt.Errorf("pgcdc: truncate at %s outside a transaction", lsn)
@@ -90,59 +95,104 @@ func (d *decoder) decode(data []byte, lsn LSN) (*Transaction, error) {
 	return nil, nil
 }
 
-func (d *decoder) change(lsn LSN, relID uint32, op Op, newTuple, oldTuple *pglogrepl.TupleData) error {
+// rowChange decodes an Insert ('I'), Update ('U') or Delete ('D') message
+// of pgoutput's protocol version 1:
+//
+//	I relid:u32 'N' tuple
+//	U relid:u32 ['K' tuple | 'O' tuple] 'N' tuple
+//	D relid:u32 ('K' | 'O') tuple
+func (d *decoder) rowChange(msg []byte, lsn LSN) error {
+	op := map[byte]Op{'I': Insert, 'U': Update, 'D': Delete}[msg[0]]
 	if d.tx == nil {
 		return fmt.Errorf("pgcdc: %s at %s outside a transaction", op, lsn)
 	}
+	if len(msg) < 6 {
+		return fmt.Errorf("pgcdc: %s at %s: message of %d bytes", op, lsn, len(msg))
+	}
+	relID := binary.BigEndian.Uint32(msg[1:])
 	rel, ok := d.relations[relID]
 	if !ok {
 		return fmt.Errorf("pgcdc: %s at %s on relation %d, which the stream never described", op, lsn, relID)
 	}
 	c := Change{Op: op, Schema: rel.Namespace, Table: rel.RelationName, LSN: lsn}
+	rest := msg[5:]
 	var err error
-	if newTuple != nil {
-		if c.New, err = d.row(rel, newTuple); err != nil {
+	for len(rest) > 0 {
+		kind := rest[0]
+		var row []Value
+		if row, rest, err = d.tuple(rel, rest[1:]); err != nil {
 			return err
+		}
+		switch {
+		case kind == 'N' && op != Delete && c.New == nil:
+			c.New = row
+		case (kind == 'K' || kind == 'O') && op != Insert && c.Old == nil && c.New == nil:
+			c.Old = row
+		default:
+			return fmt.Errorf("pgcdc: %s at %s on %s.%s: unexpected tuple %q", op, lsn, rel.Namespace, rel.RelationName, kind)
 		}
 	}
-	if oldTuple != nil && len(oldTuple.Columns) > 0 {
-		if c.Old, err = d.row(rel, oldTuple); err != nil {
-			return err
-		}
+	if op != Delete && c.New == nil || op == Delete && c.Old == nil {
+		return fmt.Errorf("pgcdc: %s at %s on %s.%s: no row", op, lsn, rel.Namespace, rel.RelationName)
 	}
 	d.tx.Changes = append(d.tx.Changes, c)
 	return nil
 }
 
-func (d *decoder) row(rel *pglogrepl.RelationMessage, tuple *pglogrepl.TupleData) ([]Value, error) {
-	if len(tuple.Columns) > len(rel.Columns) {
-		return nil, fmt.Errorf("pgcdc: %s.%s: a row of %d columns for a relation of %d", rel.Namespace, rel.RelationName, len(tuple.Columns), len(rel.Columns))
+var errShortTuple = errors.New("tuple data cut short")
+
+// tuple decodes one TupleData (ncols:u16, then per column a kind byte and,
+// for 't' and 'b', len:u32 and the bytes) and returns what follows it.
+func (d *decoder) tuple(rel *pglogrepl.RelationMessage, src []byte) ([]Value, []byte, error) {
+	fail := func(col string, typ uint32, err error) ([]Value, []byte, error) {
+		return nil, nil, &DecodeError{Schema: rel.Namespace, Table: rel.RelationName, Column: col, Type: typ, TypeName: d.typeNames[typ], Err: err}
 	}
-	row := make([]Value, len(tuple.Columns))
-	for i, col := range tuple.Columns {
+	if len(src) < 2 {
+		return fail("", 0, errShortTuple)
+	}
+	n := int(binary.BigEndian.Uint16(src))
+	src = src[2:]
+	if n > len(rel.Columns) {
+		return nil, nil, fmt.Errorf("pgcdc: %s.%s: a row of %d columns for a relation of %d", rel.Namespace, rel.RelationName, n, len(rel.Columns))
+	}
+	row := make([]Value, n)
+	for i := range row {
 		rc := rel.Columns[i]
 		v := Value{Name: rc.Name, Type: rc.DataType, Key: rc.Flags&1 != 0}
-		switch col.DataType {
+		if len(src) < 1 {
+			return fail(rc.Name, rc.DataType, errShortTuple)
+		}
+		kind := src[0]
+		src = src[1:]
+		switch kind {
 		case pglogrepl.TupleDataTypeNull:
 		case pglogrepl.TupleDataTypeToast:
 			v.Unchanged = true
 		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			if len(src) < 4 {
+				return fail(rc.Name, rc.DataType, errShortTuple)
+			}
+			size := binary.BigEndian.Uint32(src)
+			src = src[4:]
+			if uint64(size) > uint64(len(src)) {
+				return fail(rc.Name, rc.DataType, errShortTuple)
+			}
 			format := int16(pgtype.TextFormatCode)
-			if col.DataType == pglogrepl.TupleDataTypeBinary {
+			if kind == pglogrepl.TupleDataTypeBinary {
 				format = pgtype.BinaryFormatCode
 			}
-			val, err := d.value(rc.DataType, format, col.Data)
+			val, err := d.value(rc.DataType, format, src[:size:size])
 			if err != nil {
-				return nil, &DecodeError{Schema: rel.Namespace, Table: rel.RelationName, Column: rc.Name, Type: rc.DataType, TypeName: d.typeNames[rc.DataType], Err: err}
+				return fail(rc.Name, rc.DataType, err)
 			}
 			v.Value = val
+			src = src[size:]
 		default:
-			return nil, &DecodeError{Schema: rel.Namespace, Table: rel.RelationName, Column: rc.Name, Type: rc.DataType,
-				Err: fmt.Errorf("unknown tuple data kind %q", col.DataType)}
+			return fail(rc.Name, rc.DataType, fmt.Errorf("unknown tuple data kind %q", kind))
 		}
 		row[i] = v
 	}
-	return row, nil
+	return row, src, nil
 }
 
 func (d *decoder) value(oid uint32, format int16, data []byte) (any, error) {
