@@ -53,7 +53,7 @@ func (d *decoder) decode(data []byte, lsn LSN) (*Transaction, error) {
 			return nil, d.rowChange(bytes.Clone(data), lsn)
 		}
 	}
-	msg, err := pglogrepl.Parse(data)
+	msg, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: parse pgoutput message at %s: %w", lsn, err)
 	}
@@ -101,6 +101,24 @@ func (d *decoder) decode(data []byte, lsn LSN) (*Transaction, error) {
 //	I relid:u32 'N' tuple
 //	U relid:u32 ['K' tuple | 'O' tuple] 'N' tuple
 //	D relid:u32 ('K' | 'O') tuple
+// parse is pglogrepl.Parse, which indexes some messages without checking
+// their length: a malformed message is an error, not a panic.
+func parse(data []byte) (msg pglogrepl.Message, err error) {
+	if len(data) == 0 {
+		return nil, errors.New("empty message")
+	}
+	if data[0] == 'T' && len(data) >= 5 && uint64(binary.BigEndian.Uint32(data[1:]))*4+6 > uint64(len(data)) {
+		// pglogrepl would allocate the count it reads before it reads the ids.
+		return nil, errors.New("truncate message shorter than its relation count")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			msg, err = nil, fmt.Errorf("malformed %q message: %v", data[0], r)
+		}
+	}()
+	return pglogrepl.Parse(data)
+}
+
 func (d *decoder) rowChange(msg []byte, lsn LSN) error {
 	op := map[byte]Op{'I': Insert, 'U': Update, 'D': Delete}[msg[0]]
 	if d.tx == nil {
