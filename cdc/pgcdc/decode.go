@@ -101,6 +101,7 @@ func (d *decoder) decode(data []byte, lsn LSN) (*Transaction, error) {
 //	I relid:u32 'N' tuple
 //	U relid:u32 ['K' tuple | 'O' tuple] 'N' tuple
 //	D relid:u32 ('K' | 'O') tuple
+//
 // parse is pglogrepl.Parse, which indexes some messages without checking
 // their length: a malformed message is an error, not a panic.
 func parse(data []byte) (msg pglogrepl.Message, err error) {

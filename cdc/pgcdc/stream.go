@@ -420,16 +420,18 @@ func (s *Stream) session(ctx context.Context, conn *pgconn.PgConn, dec *decoder)
 		}
 		_ = conn.Close(cctx)
 	}()
-	nextStatus := time.Now()
+	// The read deadline is the next status update: one deadline per
+	// interval, not one per message.
+	statusDue := true
 	for {
-		if !time.Now().Before(nextStatus) {
+		if statusDue {
 			if err := s.sendStatus(conn); err != nil {
 				return err
 			}
-			nextStatus = time.Now().Add(s.cfg.StatusInterval)
-		}
-		if err := netConn.SetReadDeadline(nextStatus); err != nil {
-			return err
+			if err := netConn.SetReadDeadline(time.Now().Add(s.cfg.StatusInterval)); err != nil {
+				return err
+			}
+			statusDue = false
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -438,6 +440,7 @@ func (s *Stream) session(ctx context.Context, conn *pgconn.PgConn, dec *decoder)
 		if err != nil {
 			var netErr net.Error
 			if errors.As(err, &netErr) && netErr.Timeout() && !conn.IsClosed() {
+				statusDue = true
 				continue
 			}
 			return err
@@ -457,7 +460,7 @@ func (s *Stream) session(ctx context.Context, conn *pgconn.PgConn, dec *decoder)
 					s.idle(ka.ServerWALEnd)
 				}
 				if ka.ReplyRequested {
-					nextStatus = time.Now()
+					statusDue = true
 				}
 			case pglogrepl.XLogDataByteID:
 				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
