@@ -278,6 +278,9 @@ func TestRestartRedeliversOnlyUnacknowledged(t *testing.T) {
 	if got := s.Flushed(); got != txs[2].EndLSN {
 		t.Errorf("flushed %s, want the end of tx 3, %s", got, txs[2].EndLSN)
 	}
+	if st := s.Stats(); st.Pending != 5 || !st.OldestPending.Equal(txs[3].CommitTime) {
+		t.Errorf("stats %+v: want 5 pending, the oldest committed at %v", st, txs[3].CommitTime)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -115,8 +115,9 @@ type Stream struct {
 }
 
 type pendingTx struct {
-	end   LSN
-	acked bool
+	end    LSN
+	commit time.Time
+	acked  bool
 }
 
 // Start checks the server, creates the publication and the slot if they
@@ -283,6 +284,9 @@ func (s *Stream) Next(ctx context.Context) (*Transaction, error) {
 // LSN moves to the end of the longest prefix of acknowledged transactions
 // at the next status update.
 func (s *Stream) Ack(tx *Transaction) error {
+	if tx == nil {
+		return errors.New("pgcdc: ack of a nil transaction")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].end >= tx.EndLSN })
@@ -321,13 +325,25 @@ type Stats struct {
 	// acknowledged prefix; Flushed is the end of that prefix.
 	Pending int
 	Flushed LSN
+	// OldestPending is the commit time of the oldest transaction handed
+	// over and not acknowledged (zero when none is): time.Since of it is
+	// how far the consumer is behind in time. Lag in bytes is in
+	// [Stream.Lag].
+	OldestPending time.Time
 }
 
 // Stats returns the stream's counters.
 func (s *Stream) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Transactions: s.transactions.Load(), Reconnects: s.reconnects.Load(), LagWarnings: s.lagWarnings.Load(), Pending: len(s.pending), Flushed: s.flushed}
+	st := Stats{Transactions: s.transactions.Load(), Reconnects: s.reconnects.Load(), LagWarnings: s.lagWarnings.Load(), Pending: len(s.pending), Flushed: s.flushed}
+	for _, p := range s.pending {
+		if !p.acked {
+			st.OldestPending = p.commit
+			break
+		}
+	}
+	return st
 }
 
 // Close stops the stream: it sends the last status update, so the slot
@@ -342,6 +358,13 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	return s.err
+}
+
+// gone reports an error of a slot or publication that does not exist: no
+// reconnection helps.
+func gone(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42704" // undefined_object
 }
 
 func slotActive(err error) bool {
@@ -371,6 +394,10 @@ func (s *Stream) run(ctx context.Context, conn *pgconn.PgConn) {
 				s.err = perm.error
 				return
 			}
+			if gone(err) {
+				s.err = fmt.Errorf("pgcdc: slot %q: %w", s.cfg.Slot, err)
+				return
+			}
 			s.cfg.Logger.Warn("pgcdc: replication connection lost; reconnecting", "slot", s.cfg.Slot, "err", err)
 			dec.reset()
 		}
@@ -388,9 +415,8 @@ func (s *Stream) run(ctx context.Context, conn *pgconn.PgConn) {
 				s.err = ErrClosed
 				return
 			}
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "42704" {
-				s.err = err // the slot is gone
+			if gone(err) {
+				s.err = err
 				return
 			}
 			s.cfg.Logger.Warn("pgcdc: reconnect failed", "slot", s.cfg.Slot, "attempt", attempt, "err", err)
@@ -500,7 +526,7 @@ func (s *Stream) idle(walEnd LSN) {
 // updates while the consumer keeps it waiting.
 func (s *Stream) hand(ctx context.Context, conn *pgconn.PgConn, tx *Transaction) error {
 	s.mu.Lock()
-	s.pending = append(s.pending, pendingTx{end: tx.EndLSN})
+	s.pending = append(s.pending, pendingTx{end: tx.EndLSN, commit: tx.CommitTime})
 	s.handed = tx.EndLSN
 	s.mu.Unlock()
 	s.transactions.Add(1)

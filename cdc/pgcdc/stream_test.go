@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/varve-go/varve/cdc/pgcdc"
 	"github.com/varve-go/varve/internal/testenv"
@@ -80,5 +81,22 @@ func TestChangeKinds(t *testing.T) {
 	}
 	if err := s.Ack(tx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDroppedPublicationEndsTheStream(t *testing.T) {
+	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
+	s := f.start(f.config("t"))
+	f.exec("INSERT INTO t VALUES (1)")
+	next(t, s)
+	if err := pgcdc.DropPublication(context.Background(), f.conn, f.name); err != nil {
+		t.Fatal(err)
+	}
+	f.exec("INSERT INTO t VALUES (2)")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := s.Next(ctx)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "publication") {
+		t.Fatalf("Next after the publication was dropped: %v, want the server's error", err)
 	}
 }
