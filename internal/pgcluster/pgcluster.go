@@ -2,11 +2,12 @@
 // settings the machine's shared server does not have, such as
 // wal_level=logical for change data capture.
 //
-// A test package starts one cluster in TestMain with [Main] and asks for its
-// URL in each test with [Shared.URL]: without CI=true a cluster that could not
-// start skips the tests with a loud message, with CI=true it fails them. The
-// cluster lives in a temporary directory, listens on a free loopback port
-// only (no Unix socket), and is stopped and removed when the tests end.
+// A test package has one cluster: TestMain runs the tests through [Main],
+// and the first test that asks for the URL ([Shared.URL]) starts it. Without
+// CI=true a cluster that could not start skips the tests with a loud
+// message, with CI=true it fails them. The cluster lives in a temporary
+// directory, listens on a free loopback port only (no Unix socket), and is
+// stopped and removed when the tests end.
 //
 // The PostgreSQL binaries are taken from VARVE_PG_BINDIR or the newest
 // /usr/lib/postgresql/*/bin. initdb refuses to run as root, so under root the
@@ -25,7 +26,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -282,29 +283,53 @@ func version(binDir string) int {
 	return v
 }
 
-// Shared is a test package's cluster: started once by [Main], used by every
-// test through [Shared.URL].
+// Shared is a test package's cluster: started by the first test that asks
+// for its URL ([Shared.URL]), so that a run of tests that need none, a fuzz
+// worker or a child process of a test starts no server, and stopped by
+// [Main] after the tests.
 type Shared struct {
+	// Cluster is the running cluster, nil before the first URL call and
+	// when VARVE_PG_LOGICAL_URL names an outside server.
 	Cluster *Cluster
+	cfg     Config
+	main    bool
+	once    sync.Once
 	url     string
 	err     error
 }
 
-// URL returns the cluster's connection string, or skips the test (fails it
-// with CI=true) when the cluster could not start.
+func (s *Shared) start() {
+	if !s.main {
+		s.err = errors.New("pgcluster.Main was not called from TestMain")
+		return
+	}
+	if u := os.Getenv("VARVE_PG_LOGICAL_URL"); u != "" {
+		s.url = u
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, s.cfg)
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.Cluster, s.url = c, c.URL()
+}
+
+// URL returns the cluster's connection string, starting the cluster on the
+// first call, or skips the test (fails it with CI=true) when the cluster
+// could not start.
 func (s *Shared) URL(t testing.TB) string {
 	t.Helper()
-	if s.err != nil || s.url == "" {
-		err := s.err
-		if err == nil {
-			err = errors.New("pgcluster.Main was not called from TestMain")
-		}
+	s.once.Do(s.start)
+	if s.err != nil {
 		msg := fmt.Sprintf("\n"+
 			"#############################################################\n"+
 			"## private PostgreSQL (wal_level=logical) is not available:\n"+
 			"## %v\n"+
 			"## Install PostgreSQL's server binaries or set VARVE_PG_LOGICAL_URL.\n"+
-			"#############################################################", err)
+			"#############################################################", s.err)
 		if testenv.CI() {
 			t.Fatal(msg)
 		}
@@ -313,23 +338,12 @@ func (s *Shared) URL(t testing.TB) string {
 	return s.url
 }
 
-// Main starts the cluster into s, runs the tests, stops the cluster and
-// returns the exit code for os.Exit. check, when not nil, runs after the
-// tests (a goroutine leak check, say) and its error fails the run.
+// Main runs the tests with s configured by cfg, stops the cluster if a
+// test started it, and returns the exit code for os.Exit. check, when not
+// nil, runs after the tests (a goroutine leak check, say) and its error
+// fails the run.
 func Main(m *testing.M, s *Shared, cfg Config, check func() error) int {
-	if u := os.Getenv("VARVE_PG_LOGICAL_URL"); u != "" {
-		s.url = u
-	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		c, err := Start(ctx, cfg)
-		cancel()
-		if err != nil {
-			s.err = err
-			fmt.Fprintln(os.Stderr, "pgcluster:", strings.TrimSpace(err.Error()))
-		} else {
-			s.Cluster, s.url = c, c.URL()
-		}
-	}
+	s.cfg, s.main = cfg, true
 	code := m.Run()
 	if s.Cluster != nil {
 		if err := s.Cluster.Stop(); err != nil {
