@@ -108,45 +108,71 @@ type SlotInfo struct {
 
 // Inspect describes the slot name, or returns an error matching ErrNoSlot.
 func Inspect(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, error) {
-	var (
-		si                       = SlotInfo{Name: name}
-		plugin, db, walStatus    *string
-		restart, confirmed, curr *string
-	)
-	err := conn.QueryRow(ctx, `SELECT plugin, database, active, restart_lsn::text, confirmed_flush_lsn::text,
-		pg_current_wal_lsn()::text, wal_status
-		FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&plugin, &db, &si.Active, &restart, &confirmed, &curr, &walStatus)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return SlotInfo{}, fmt.Errorf("%w: %q", ErrNoSlot, name)
-	}
+	slots, err := querySlots(ctx, conn, "slot_name = $1", name)
 	if err != nil {
 		return SlotInfo{}, fmt.Errorf("pgcdc: inspect slot %q: %w", name, err)
 	}
-	deref := func(p *string) string {
-		if p == nil {
-			return ""
+	if len(slots) == 0 {
+		return SlotInfo{}, fmt.Errorf("%w: %q", ErrNoSlot, name)
+	}
+	return slots[0], nil
+}
+
+// Slots describes the logical replication slots of the connection's
+// database, by name.
+func Slots(ctx context.Context, conn *pgx.Conn) ([]SlotInfo, error) {
+	slots, err := querySlots(ctx, conn, "slot_type = 'logical' AND database = current_database()")
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: list slots: %w", err)
+	}
+	return slots, nil
+}
+
+func querySlots(ctx context.Context, conn *pgx.Conn, where string, args ...any) ([]SlotInfo, error) {
+	rows, err := conn.Query(ctx, `SELECT slot_name, plugin, database, active, restart_lsn::text, confirmed_flush_lsn::text,
+		pg_current_wal_lsn()::text, wal_status
+		FROM pg_replication_slots WHERE `+where+` ORDER BY slot_name`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SlotInfo
+	for rows.Next() {
+		var (
+			si                       SlotInfo
+			plugin, db, walStatus    *string
+			restart, confirmed, curr *string
+		)
+		if err := rows.Scan(&si.Name, &plugin, &db, &si.Active, &restart, &confirmed, &curr, &walStatus); err != nil {
+			return nil, err
 		}
-		return *p
-	}
-	si.Plugin, si.Database, si.WALStatus = deref(plugin), deref(db), deref(walStatus)
-	for _, f := range []struct {
-		src *string
-		dst *LSN
-	}{{restart, &si.RestartLSN}, {confirmed, &si.ConfirmedFlushLSN}, {curr, &si.CurrentLSN}} {
-		if f.src == nil {
-			continue
+		deref := func(p *string) string {
+			if p == nil {
+				return ""
+			}
+			return *p
 		}
-		if *f.dst, err = ParseLSN(*f.src); err != nil {
-			return SlotInfo{}, fmt.Errorf("pgcdc: inspect slot %q: %w", name, err)
+		si.Plugin, si.Database, si.WALStatus = deref(plugin), deref(db), deref(walStatus)
+		for _, f := range []struct {
+			src *string
+			dst *LSN
+		}{{restart, &si.RestartLSN}, {confirmed, &si.ConfirmedFlushLSN}, {curr, &si.CurrentLSN}} {
+			if f.src == nil {
+				continue
+			}
+			if *f.dst, err = ParseLSN(*f.src); err != nil {
+				return nil, err
+			}
 		}
+		if si.ConfirmedFlushLSN > 0 && si.CurrentLSN > si.ConfirmedFlushLSN {
+			si.LagBytes = int64(si.CurrentLSN - si.ConfirmedFlushLSN)
+		}
+		if si.RestartLSN > 0 && si.CurrentLSN > si.RestartLSN {
+			si.RetainedBytes = int64(si.CurrentLSN - si.RestartLSN)
+		}
+		out = append(out, si)
 	}
-	if si.ConfirmedFlushLSN > 0 && si.CurrentLSN > si.ConfirmedFlushLSN {
-		si.LagBytes = int64(si.CurrentLSN - si.ConfirmedFlushLSN)
-	}
-	if si.RestartLSN > 0 && si.CurrentLSN > si.RestartLSN {
-		si.RetainedBytes = int64(si.CurrentLSN - si.RestartLSN)
-	}
-	return si, nil
+	return out, rows.Err()
 }
 
 // DropSlot drops the slot name if it exists. A slot stays in use for a

@@ -329,6 +329,17 @@ func TestLagIsReportedAndWarnedAbout(t *testing.T) {
 	if info.LagBytes < int64(tx.EndLSN-info.ConfirmedFlushLSN) || info.RetainedBytes <= 0 || !info.Active {
 		t.Errorf("lag of a slot with an unacknowledged transaction: %+v (tx ends at %s)", info, tx.EndLSN)
 	}
+	slots, err := pgcdc.Slots(context.Background(), f.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, si := range slots {
+		found = found || si.Name == f.name && si.Plugin == "pgoutput" && si.LagBytes == info.LagBytes
+	}
+	if !found {
+		t.Errorf("Slots lists %+v, not the stream's slot %s", slots, f.name)
+	}
 	deadline := time.Now().Add(time.Minute)
 	for s.Stats().LagWarnings == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
