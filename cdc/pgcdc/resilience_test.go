@@ -335,7 +335,7 @@ func TestLagIsReportedAndWarnedAbout(t *testing.T) {
 	}
 	found := false
 	for _, si := range slots {
-		found = found || si.Name == f.name && si.Plugin == "pgoutput" && si.LagBytes == info.LagBytes
+		found = found || si.Name == f.name && si.Plugin == "pgoutput" && si.LagBytes > 0
 	}
 	if !found {
 		t.Errorf("Slots lists %+v, not the stream's slot %s", slots, f.name)
