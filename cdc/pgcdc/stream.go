@@ -430,9 +430,15 @@ func (s *Stream) run(ctx context.Context, conn *pgconn.PgConn) {
 // session streams from conn until it fails or ctx ends, and closes it.
 func (s *Stream) session(ctx context.Context, conn *pgconn.PgConn, dec *decoder) error {
 	netConn := conn.Conn()
-	stop := context.AfterFunc(ctx, func() { _ = netConn.SetReadDeadline(time.Now()) })
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = netConn.SetReadDeadline(time.Now())
+		close(fired)
+	})
 	defer func() {
-		stop()
+		if !stop() && ctx.Err() != nil {
+			<-fired // its deadline must not cut the clean end short
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if ctx.Err() != nil {
