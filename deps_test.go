@@ -105,6 +105,18 @@ func TestDependencyRules(t *testing.T) {
 		if rel == "aggregate/gojson" && !has(pkg, "github.com/goccy/go-json") {
 			t.Errorf("%s no longer imports its library: the check proves nothing", rel)
 		}
+		// Change data capture is opt-in: neither the root nor a backend
+		// compiles in pgcdc or its replication client.
+		if pkg == module || strings.HasPrefix(rel, "backend/") {
+			for _, b := range []string{module + "/cdc", "github.com/jackc/pglogrepl"} {
+				if has(pkg, b) {
+					t.Errorf("%s imports %s", rel, b)
+				}
+			}
+		}
+		if rel == "cdc/pgcdc" && !has(pkg, "github.com/jackc/pglogrepl") {
+			t.Errorf("%s no longer imports its library: the check proves nothing", rel)
+		}
 		// Nothing in the library imports the CLI or the lab.
 		if has(pkg, module+"/cmd") {
 			t.Errorf("%s imports the CLI module", rel)

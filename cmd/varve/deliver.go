@@ -30,10 +30,20 @@ webhook sink, to an HTTP endpoint on loopback that sleeps L per request.
 Efficiency is events/s divided by the ideal C/L.
 Rows: one per sink, latency and worker count; the ratio is the efficiency; the
 errors are events delivered out of their stream's order (per-stream ordering)
-and events parked although no stream was poisoned.` + storeHelp,
+and events parked although no stream was poisoned.
+
+With --source postgres-cdc the commits are real writes instead: --streams rows
+of a table on the PostgreSQL server at --cdc-url (it must run with
+wal_level=logical) take --transactions commits of --events-per-tx updates of
+random rows, after a logical replication slot was created; every run captures
+them through that one slot into per-row streams of a fresh memory store while
+the dispatcher delivers them, so the figures include the capture (logical
+decoding, value decoding, appends). The table, slot and publication are
+dropped after the runs.` + storeHelp,
 		Example: `  varve deliver-bench
   varve deliver-bench --latency-ms 10 --workers 1,10,100 --html deliver.html
-  varve deliver-bench --sink http,func,raw-http --duration 5s --check 'ratio>=0.8'`,
+  varve deliver-bench --sink http,func,raw-http --duration 5s --check 'ratio>=0.8'
+  varve deliver-bench --source postgres-cdc --cdc-url postgres://postgres@127.0.0.1:5433/postgres --latency-ms 50 --workers 25,50,100,250`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.out.validate(); err != nil {
@@ -79,6 +89,21 @@ and events parked although no stream was poisoned.` + storeHelp,
 					return usagef("--sink %q: want http, func or raw-http", s)
 				}
 			}
+			switch cfg.Source {
+			case lab.SourceStore:
+				if cfg.CDCURL != "" {
+					return usagef("--cdc-url needs --source %s", lab.SourceCDC)
+				}
+			case lab.SourceCDC:
+				if cfg.CDCURL == "" {
+					return usagef("--source %s needs --cdc-url: a PostgreSQL server with wal_level=logical", lab.SourceCDC)
+				}
+				if len(c.stores) > 0 || cfg.Poison > 0 {
+					return usagef("--source %s delivers from a memory store of its own per run: no --store, no --poison", lab.SourceCDC)
+				}
+			default:
+				return usagef("--source %q: want %s or %s", cfg.Source, lab.SourceStore, lab.SourceCDC)
+			}
 			cfg.Duration, cfg.Rate = c.duration, c.rate
 			targets, err := resolveStores("deliver-bench", c.stores, false, c.keep)
 			if err != nil {
@@ -113,6 +138,8 @@ and events parked although no stream was poisoned.` + storeHelp,
 	f.IntVar(&cfg.Window, "window", 0, "pending events the dispatcher may hold; 0: 64 per worker, at least 1,024")
 	f.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", time.Second, "how often the checkpoint is saved")
 	f.StringSliceVar(&cfg.Sinks, "sink", []string{"http"}, "what to measure: http (the webhook sink to a loopback endpoint); baselines: func (a Go handler that sleeps L, no HTTP), raw-http (a bare HTTP client loop, no store or dispatcher)")
+	f.StringVar(&cfg.Source, "source", lab.SourceStore, "where the events come from: store (appended to --store once) or postgres-cdc (real writes captured through a logical replication slot, see above)")
+	f.StringVar(&cfg.CDCURL, "cdc-url", "", "with --source postgres-cdc: the PostgreSQL server (wal_level=logical) to write to and capture from")
 	f.IntVar(&cfg.Poison, "poison", 0, "streams whose requests always fail with 500 (retried, then parked)")
 	c.limitFlags(f, 0, "time cap of each run; 0: none, deliver everything", "cap on deliveries per second of a run")
 	c.out.register(f, true)

@@ -179,7 +179,7 @@ printed). docs/lab.md has the details and the JSON envelope.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
-	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd())
+	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd())
 	groupCommands(root)
 	markStarted(root, started)
 	return root

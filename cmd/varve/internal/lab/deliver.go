@@ -61,9 +61,23 @@ type DeliverConfig struct {
 	// a loop: no store, no dispatcher, no signature; the machine's HTTP
 	// ceiling).
 	Sinks []string `json:"sinks"`
+	// Source is where the events come from: "store" (the default: Store
+	// is filled with them once) or "postgres-cdc": the commits are real
+	// writes to a table on the PostgreSQL server at CDCURL (wal_level=
+	// logical), and every run captures them through one logical
+	// replication slot into per-row streams of a fresh memory store while
+	// it delivers, so its figures include the capture (see cdcSource).
+	Source string `json:"source"`
+	CDCURL string `json:"-"`
 	// Log receives a line per run as it finishes; nil for none.
 	Log io.Writer `json:"-"`
 }
+
+// The sources of DeliverConfig.
+const (
+	SourceStore = "store"
+	SourceCDC   = "postgres-cdc"
+)
 
 // DeliverResult is one run of DeliverBench.
 type DeliverResult struct {
@@ -121,6 +135,17 @@ func (c *DeliverConfig) withDefaults() error {
 	if len(c.Sinks) == 0 {
 		c.Sinks = []string{"http"}
 	}
+	switch c.Source {
+	case "":
+		c.Source = SourceStore
+	case SourceStore:
+	case SourceCDC:
+		if c.CDCURL == "" || c.Poison > 0 {
+			return fmt.Errorf("lab: deliver-bench: %w: source %s needs the URL of a PostgreSQL server with wal_level=logical, and no poison streams", varve.ErrInvalidArgument, SourceCDC)
+		}
+	default:
+		return fmt.Errorf("lab: deliver-bench: %w: source %q, want %s or %s", varve.ErrInvalidArgument, c.Source, SourceStore, SourceCDC)
+	}
 	for _, s := range c.Sinks {
 		if s != "http" && s != "func" && s != "raw-http" {
 			return fmt.Errorf("lab: deliver-bench: %w: sink %q, want http, func or raw-http", varve.ErrInvalidArgument, s)
@@ -145,20 +170,32 @@ func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, erro
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	store, err := Open(ctx, cfg.Store)
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
-	if cfg.Label == "" {
-		cfg.Label = Redact(cfg.Store)
-	}
-	end, err := fillDeliver(ctx, store, cfg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("lab: deliver-bench interrupted while filling the store: %w", context.Cause(ctx))
+	var (
+		store *varve.Store
+		end   varve.Position
+		src   *cdcSource
+		err   error
+	)
+	if cfg.Source == SourceCDC {
+		if src, err = newCDCSource(ctx, cfg); err != nil {
+			return nil, scrubErr(err)
 		}
-		return nil, err
+		defer src.drop()
+		cfg.Label = SourceCDC + " " + Redact(cfg.CDCURL)
+	} else {
+		if store, err = Open(ctx, cfg.Store); err != nil {
+			return nil, err
+		}
+		defer store.Close()
+		if cfg.Label == "" {
+			cfg.Label = Redact(cfg.Store)
+		}
+		if end, err = fillDeliver(ctx, store, cfg); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("lab: deliver-bench interrupted while filling the store: %w", context.Cause(ctx))
+			}
+			return nil, err
+		}
 	}
 	ep, err := startEndpoint(cfg.Poison)
 	if err != nil {
@@ -173,7 +210,7 @@ func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, erro
 				if sink == "raw-http" {
 					run = rawHTTPRun
 				}
-				r, err := run(ctx, store, end, ep, cfg, sink, l, c)
+				r, err := run(ctx, store, end, src, ep, cfg, sink, l, c)
 				if ctx.Err() != nil {
 					if r.Delivered > 0 {
 						out = append(out, r)
@@ -211,13 +248,23 @@ func fillDeliver(ctx context.Context, store *varve.Store, cfg DeliverConfig) (va
 	return last, nil
 }
 
-func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
+// deliverRun delivers store's events up to end, or, with src, the events
+// src captures into a fresh memory store as the run goes.
+func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src *cdcSource, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
 	name := fmt.Sprintf("deliver-bench-%s-%v-c%d-%v", sinkKind, latency, c, cfg.Ordering)
 	res := DeliverResult{
 		Store: cfg.Label, Sink: sinkKind, Ordering: cfg.Ordering.String(), SinkDelay: latency, Poison: cfg.Poison,
 		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
 	}
 	ep.reset(latency)
+	if src != nil {
+		s, err := Open(ctx, "memory:")
+		if err != nil {
+			return res, err
+		}
+		defer s.Close()
+		store = s
+	}
 	sub, err := subscription.Open(ctx, store, subscription.Config{Name: name, Start: subscription.FromBeginning})
 	if err != nil {
 		return res, err
@@ -256,7 +303,15 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep 
 	if cfg.Duration > 0 {
 		waitCtx, cancelWait = context.WithTimeout(ctx, cfg.Duration)
 	}
-	werr := d.WaitFor(waitCtx, end)
+	var werr error
+	if src != nil {
+		// The capture runs beside the dispatcher; the run ends when the
+		// dispatcher has delivered what the capture appended last.
+		end, werr = src.capture(waitCtx, store, res.Events)
+	}
+	if werr == nil {
+		werr = d.WaitFor(waitCtx, end)
+	}
 	capped := werr != nil && ctx.Err() == nil && waitCtx.Err() != nil
 	cancelWait()
 	res.Elapsed = time.Since(began)
@@ -294,7 +349,7 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, ep 
 
 // rawHTTPRun posts T*E payloads to the endpoint from C goroutines, with a
 // client tuned like the webhook's: the HTTP ceiling of the machine.
-func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
+func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, _ *cdcSource, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
 	res := DeliverResult{
 		Store: "-", Sink: sinkKind, Ordering: "-", SinkDelay: latency,
 		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
