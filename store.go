@@ -88,6 +88,7 @@ type Store struct {
 	filtered FilteredReader  // nil when the Store filters pages itself
 	multi    MultiAppender   // nil when the backend appends to one stream at a time
 	tags     TagStore        // nil when the backend keeps no tags
+	leases   LeaseStore      // nil when the backend keeps no leases
 }
 
 // New returns a Store over b. The Store owns b: closing the Store closes b.
@@ -110,6 +111,7 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.filtered = capability[FilteredReader](b)
 	s.multi = capability[MultiAppender](b)
 	s.tags = capability[TagStore](b)
+	s.leases = capability[LeaseStore](b)
 	s.pages.New = func() any {
 		p := make([]RecordedEvent, 0, cfg.PageSize)
 		return &p

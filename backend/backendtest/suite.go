@@ -47,6 +47,7 @@ func Run(t *testing.T, f Factory) {
 		{"FilteredRead", testFilteredRead},
 		{"MultiAppend", testMultiAppend},
 		{"DCB", testDCB},
+		{"Leases", testLeases},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},

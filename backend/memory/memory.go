@@ -37,6 +37,7 @@ type Backend struct {
 	kvMu        sync.Mutex
 	snapshots   map[string]varve.Snapshot
 	checkpoints map[string]varve.Position
+	leases      map[string]lease
 }
 
 type shard struct {

@@ -23,6 +23,9 @@ const (
 	opCheckpoint
 	opMulti
 	opAppendIf
+	opLease
+	opRelease
+	opFencedCheckpoint
 )
 
 // op is one write queued to the writer goroutine.
@@ -49,6 +52,13 @@ type op struct {
 	checks []varve.StreamCheck
 	// The condition of a conditional append.
 	cond varve.AppendCondition
+	// A lease: its holder, time-to-live and token, the lease acquired, and
+	// the lease of a fenced checkpoint.
+	holder    string
+	ttl       time.Duration
+	token     uint64
+	lease     varve.Lease
+	leaseName string
 }
 
 // Stream states in the streams table.
@@ -272,6 +282,12 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		return w.multi(o)
 	case opAppendIf:
 		return w.appendIf(o)
+	case opLease:
+		return w.acquireLease(o)
+	case opRelease:
+		return w.releaseLease(o)
+	case opFencedCheckpoint:
+		return w.fencedCheckpoint(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {
