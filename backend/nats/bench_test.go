@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 
@@ -329,4 +331,82 @@ func TestScale(t *testing.T) {
 	backendtest.RunScale(t, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
 		return mode{}.open(tb, testConfig(url, uniqueName("scale")))
 	}}, backendtest.ScaleConfig{Events: 100_000})
+}
+
+// BenchmarkFilteredCatchUp catches up on a category that is 1% of a log of
+// 100,000 events (commits of 10 events, 100-byte events), from the start,
+// in pages of 512: pushed down to the category's subjects, and, in the
+// same iteration, as the Store filters a backend without
+// varve.FilteredReader (Store.ScanFiltered). An operation is one catch-up
+// of each; pushdown-ms and scan-ms are their times, scan/pushdown their
+// ratio over the whole run.
+func BenchmarkFilteredCatchUp(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			s, _ := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			const total, commit, hotEvery = 100_000, 10, 100
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for w := range 4 {
+				wg.Go(func() {
+					for i := w; i < total/commit; i += 4 {
+						evs := make([]varve.Event, commit)
+						for j := range evs {
+							evs[j] = benchEvent()[0]
+						}
+						stream := "cold-" + strconv.Itoa(i%1000)
+						if i%hotEvery == 0 {
+							stream = "hot-" + strconv.Itoa(i%7)
+						}
+						if _, err := s.Append(ctx, stream, varve.Any, evs...); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			f := varve.Filter{Categories: []string{"hot"}}
+			catchUp := func(scan bool) (int, time.Duration) {
+				start := time.Now()
+				buf := make([]varve.RecordedEvent, 0, 512)
+				pos, n := varve.Start, 0
+				for {
+					var page varve.AllPage
+					var err error
+					if scan {
+						page, err = s.ScanFiltered(ctx, pos, f, buf[:0], varve.Limit(512))
+					} else {
+						page, err = s.ReadAllPage(ctx, pos, buf[:0], f, varve.Limit(512))
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(page.Events)
+					pos = page.Through
+					if len(page.Events) < 512 {
+						return n, time.Since(start)
+					}
+				}
+			}
+			var push, scan time.Duration
+			for b.Loop() {
+				np, dp := catchUp(false)
+				ns, ds := catchUp(true)
+				if np != total/hotEvery || ns != np {
+					b.Fatalf("pushdown read %d events, the scan %d, want %d", np, ns, total/hotEvery)
+				}
+				push += dp
+				scan += ds
+			}
+			b.ReportMetric(float64(push)/1e6/float64(b.N), "pushdown-ms/op")
+			b.ReportMetric(float64(scan)/1e6/float64(b.N), "scan-ms/op")
+			b.ReportMetric(float64(scan)/float64(push), "scan/pushdown")
+		})
+	}
 }
