@@ -127,6 +127,9 @@ func TestFilteredReadPushdown(t *testing.T) {
 			{"prefix in a category", varve.Filter{StreamPrefixes: []string{"hot-3"}}, commits["hot"] + 1},
 			{"category and type", varve.Filter{Categories: []string{"warm"}, Types: []string{"T"}}, commits["warm"] + 1},
 			{"types alone", varve.Filter{Types: []string{"Thot"}}, total + 10},
+			// More than maxMerged categories: $all, categories checked on
+			// each commit.
+			{"nine categories", varve.Filter{Categories: []string{"a", "b", "c", "d", "e", "f", "g", "hot", "warm"}}, total + 10},
 			{"no such category", varve.Filter{Categories: []string{"none"}}, 0},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
