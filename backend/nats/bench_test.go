@@ -341,11 +341,12 @@ func TestScale(t *testing.T) {
 // many events of $all. An operation is one of each; pushdown-ms, scan-ms
 // and unfiltered-ms are their times, scan/pushdown the speed-up of
 // pushdown, pushdown-rate/unfiltered-rate the events/s of the filtered
-// read over those of the unfiltered one.
+// read over those of the unfiltered one, pushdown-req/op the requests of
+// a filtered catch-up.
 func BenchmarkFilteredCatchUp(b *testing.B) {
 	for _, srv := range benchServers {
 		b.Run(srv.name, func(b *testing.B) {
-			s, _ := benchBackend(b, srv.url(b))
+			s, be := benchBackend(b, srv.url(b))
 			ctx := context.Background()
 			const total, commit, hotEvery = 100_000, 10, 100
 			var wg sync.WaitGroup
@@ -413,8 +414,11 @@ func BenchmarkFilteredCatchUp(b *testing.B) {
 				return time.Since(start)
 			}
 			var push, scan, all time.Duration
+			var req uint64
 			for b.Loop() {
+				r0 := be.Requests()
 				np, dp := catchUp(false)
+				req += be.Requests() - r0
 				ns, ds := catchUp(true)
 				if np != total/hotEvery || ns != np {
 					b.Fatalf("pushdown read %d events, the scan %d, want %d", np, ns, total/hotEvery)
@@ -426,6 +430,7 @@ func BenchmarkFilteredCatchUp(b *testing.B) {
 			b.ReportMetric(float64(push)/1e6/float64(b.N), "pushdown-ms/op")
 			b.ReportMetric(float64(scan)/1e6/float64(b.N), "scan-ms/op")
 			b.ReportMetric(float64(all)/1e6/float64(b.N), "unfiltered-ms/op")
+			b.ReportMetric(float64(req)/float64(b.N), "pushdown-req/op")
 			b.ReportMetric(float64(scan)/float64(push), "scan/pushdown")
 			b.ReportMetric(float64(all)/float64(push), "pushdown-rate/unfiltered-rate")
 		})
