@@ -216,9 +216,7 @@ type merged struct {
 func (b *Backend) newMerged(subjects []string, from uint64, want int) *merged {
 	mg := &merged{peek: make([]jsclient.Msg, len(subjects)), quiet: make([]bool, len(subjects))}
 	for _, s := range subjects {
-		k := b.c.Cursor(s, from, want)
-		k.Lazy()
-		mg.ks = append(mg.ks, k)
+		mg.ks = append(mg.ks, b.c.Cursor(s, from, want))
 	}
 	return mg
 }

@@ -399,27 +399,6 @@ func (c *Client) sendErr(err error) error {
 	return err
 }
 
-// removedCount is the number of messages ever removed from the stream
-// (purged or deleted): its last sequence less the messages it holds, read
-// from one state of the stream. Appends change neither.
-func (c *Client) removedCount(ctx context.Context) (uint64, error) {
-	var info struct {
-		State struct {
-			Msgs    uint64 `json:"messages"`
-			LastSeq uint64 `json:"last_seq"`
-		} `json:"state"`
-		Error *APIError `json:"error"`
-	}
-	err := c.api(ctx, "STREAM.INFO."+c.stream, struct{}{}, &info)
-	if err == nil && info.Error != nil {
-		err = info.Error
-	}
-	if err != nil {
-		return 0, fmt.Errorf("stream info: %w", err)
-	}
-	return info.State.LastSeq - info.State.Msgs, nil
-}
-
 // api sends a JetStream API request with a JSON body and decodes the reply
 // into resp.
 func (c *Client) api(ctx context.Context, subject string, req, resp any) error {

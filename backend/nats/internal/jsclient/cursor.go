@@ -56,17 +56,6 @@ type Cursor struct {
 	last    *nats.Msg
 	unacked int
 	active  time.Time // last delivery, ack or start of a wait
-
-	// Lazy jump checks (see Lazy): removed is the stream's count of
-	// removed messages read before the consumer was created; popped
-	// counts the entries taken from the queue, and those up to trusted
-	// were received before a read of the count found it unchanged. strict:
-	// it changed, every jump of this consumer is checked.
-	lazy    bool
-	removed uint64
-	popped  uint64
-	trusted uint64
-	strict  bool
 }
 
 // Consumer scans: messages in flight, and how long the server waits
@@ -102,19 +91,6 @@ func (k *Cursor) SetWant(n int) {
 		k.want = min(n, MaxBatch)
 	}
 }
-
-// Lazy makes the cursor check the jumps of its consumer only when messages
-// were removed from the stream: a purge is what moves a consumer past live
-// messages, and a removal changes the stream's last sequence less its
-// message count, which nothing else changes. That count is read before
-// the consumer is created and again, once, at a jump whose message came
-// after the last read: if unchanged, no purge happened before the server
-// sent the message, nor before it sent any message received earlier, so
-// their jumps need no check. Once it has changed, every jump of the
-// consumer is checked with a direct get as without Lazy, until a new
-// consumer starts. A sparse filter thus costs a few reads of the count a
-// page instead of a direct get per message.
-func (k *Cursor) Lazy() { k.lazy = true }
 
 // Refresh makes the next Next that finds no message at hand ask the
 // server up to which message to read, instead of trusting that a batch of
@@ -213,10 +189,7 @@ func (k *Cursor) nextConsumer(ctx context.Context, end uint64) (Msg, bool, error
 		var m *nats.Msg
 		if k.name != "" {
 			var lost bool
-			if m, lost = k.q.pop(); m != nil {
-				k.popped++
-			}
-			if lost {
+			if m, lost = k.q.pop(); lost {
 				// The queue overflowed (a 2.9 purge let the consumer send
 				// more than its window, or the messages are large): a new
 				// consumer goes on from the first message not returned.
@@ -288,46 +261,17 @@ func (k *Cursor) nextConsumer(ctx context.Context, end uint64) (Msg, bool, error
 			continue
 		}
 		if k.wild && seq > k.next {
-			safe, err := k.noRemovals(ctx)
+			gm, found, err := k.c.GetNext(ctx, k.next, k.filter)
 			if err != nil {
 				return Msg{}, false, err
 			}
-			if !safe {
-				gm, found, err := k.c.GetNext(ctx, k.next, k.filter)
-				if err != nil {
-					return Msg{}, false, err
-				}
-				if found && gm.Seq < seq {
-					return k.passedOver(gm), true, nil
-				}
+			if found && gm.Seq < seq {
+				return k.passedOver(gm), true, nil
 			}
 		}
 		k.next = seq + 1
 		return Msg{Seq: seq, Subject: m.Subject, Data: m.Data}, true, nil
 	}
-}
-
-// noRemovals reports, for a lazy cursor, that no message was removed from
-// the stream since before its consumer was created, as of a moment after
-// the entry just popped was received (see Lazy).
-func (k *Cursor) noRemovals(ctx context.Context) (bool, error) {
-	if !k.lazy || k.strict {
-		return false, nil
-	}
-	if k.popped <= k.trusted {
-		return true, nil
-	}
-	received := k.q.count()
-	r, err := k.c.removedCount(ctx)
-	if err != nil {
-		return false, err
-	}
-	if r != k.removed {
-		k.strict = true
-		return false, nil
-	}
-	k.trusted = received
-	return true, nil
 }
 
 // idle handles an idle heartbeat: the consumer has nothing to deliver.
@@ -381,13 +325,6 @@ func (k *Cursor) track(m *nats.Msg) {
 
 // create makes the cursor's consumer, starting at next.
 func (k *Cursor) create(ctx context.Context) error {
-	var removed uint64
-	if k.lazy {
-		var err error
-		if removed, err = k.c.removedCount(ctx); err != nil {
-			return err
-		}
-	}
 	q := newQueue()
 	sub, err := k.c.nc.Subscribe(k.c.nc.NewInbox(), q.push)
 	if err != nil {
@@ -439,7 +376,6 @@ func (k *Cursor) create(ctx context.Context) error {
 	}
 	k.name, k.sub, k.q = name, sub, q
 	k.pending, k.dseq, k.early, k.last, k.unacked = info.NumPending, 0, 0, nil, 0
-	k.removed, k.popped, k.trusted, k.strict = removed, 0, 0, false
 	k.active = time.Now()
 	return nil
 }
@@ -533,12 +469,11 @@ const (
 // would report each drop to the connection's error handler, which the
 // backend does not own.
 type queue struct {
-	mu     sync.Mutex
-	msgs   []*nats.Msg
-	bytes  int
-	lost   bool
-	stored uint64        // entries ever queued
-	ready  chan struct{} // a message came
+	mu    sync.Mutex
+	msgs  []*nats.Msg
+	bytes int
+	lost  bool
+	ready chan struct{} // a message came
 }
 
 func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
@@ -553,7 +488,6 @@ func (q *queue) push(m *nats.Msg) {
 	default:
 		q.msgs = append(q.msgs, m)
 		q.bytes += len(m.Data)
-		q.stored++
 	}
 	q.mu.Unlock()
 	select {
@@ -575,14 +509,6 @@ func (q *queue) pop() (m *nats.Msg, lost bool) {
 	q.msgs = q.msgs[1:]
 	q.bytes -= len(m.Data)
 	return m, false
-}
-
-// count is the number of entries ever queued: the entries popped so far
-// and those now held.
-func (q *queue) count() uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.stored
 }
 
 func isHeartbeat(m *nats.Msg) bool { return len(m.Data) == 0 && m.Header.Get("Status") == "100" }
