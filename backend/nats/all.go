@@ -26,7 +26,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if err := b.refreshFloors(ctx); err != nil {
 		return buf, b.fail("read floor entries", err)
 	}
-	cur := b.cursors.take(q.After)
+	cur := b.cursors.take("", q.After)
 	if cur == nil {
 		cur = &allCursor{k: b.c.Cursor(b.allSubj, max(q.After.Commit, 1), q.Limit+1)}
 	} else {
@@ -35,7 +35,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	start := len(buf)
 	buf, err := b.page(ctx, cur, q, buf)
 	if err != nil {
-		cur.k.Release()
+		cur.release()
 		return buf[:start], b.fail("", err)
 	}
 	cur.at = q.After
@@ -65,7 +65,7 @@ func (b *Backend) page(ctx context.Context, cur *allCursor, q varve.AllQuery, bu
 		if m.Seq == q.After.Commit {
 			minIdx = int(min(q.After.Seq+1, 1<<31))
 		}
-		stream, err := decodeID(m.Subject[len(b.evPrefix):])
+		stream, _, err := b.streamOf(m.Subject)
 		if err != nil {
 			return fmt.Errorf("message %d on %q: %w", m.Seq, m.Subject, err)
 		}
@@ -157,9 +157,12 @@ const (
 	cursorIdle = 5 * time.Second
 )
 
-// allCursor is the cursor of a reader of $all between two pages.
+// allCursor is the cursor of a reader of $all between two pages: k for
+// ReadAll, mg for a filtered read (key names the filter).
 type allCursor struct {
-	k *jsclient.Cursor
+	key string
+	k   *jsclient.Cursor
+	mg  *merged
 	// at is where the next page starts after: the position of the last
 	// event returned, or where the last page began if it was empty.
 	at varve.Position
@@ -182,12 +185,21 @@ type cursorCache struct {
 	idle   time.Duration // cursorIdle when 0 (tests shorten it)
 }
 
-// take removes a cursor parked at position at from the cache.
-func (cc *cursorCache) take(at varve.Position) *allCursor {
+func (c *allCursor) release() {
+	if c.mg != nil {
+		c.mg.release()
+		return
+	}
+	c.k.Release()
+}
+
+// take removes a cursor of the reads named key parked at position at from
+// the cache.
+func (cc *cursorCache) take(key string, at varve.Position) *allCursor {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	for i, c := range cc.parked {
-		if c.at == at {
+		if c.at == at && c.key == key {
 			cc.parked = append(cc.parked[:i], cc.parked[i+1:]...)
 			c.timer.Stop()
 			return c
@@ -201,7 +213,7 @@ func (cc *cursorCache) park(c *allCursor) {
 	cc.mu.Lock()
 	if cc.closed {
 		cc.mu.Unlock()
-		c.k.Release()
+		c.release()
 		return
 	}
 	var evicted *allCursor
@@ -222,7 +234,7 @@ func (cc *cursorCache) park(c *allCursor) {
 	}
 	cc.mu.Unlock()
 	if evicted != nil {
-		evicted.k.Release()
+		evicted.release()
 	}
 }
 
@@ -233,7 +245,7 @@ func (cc *cursorCache) expire(c *allCursor) {
 		if p == c {
 			cc.parked = append(cc.parked[:i], cc.parked[i+1:]...)
 			cc.mu.Unlock()
-			c.k.Release()
+			c.release()
 			return
 		}
 	}
@@ -249,7 +261,7 @@ func (cc *cursorCache) close() {
 	cc.mu.Unlock()
 	for _, c := range parked {
 		c.timer.Stop()
-		c.k.Release()
+		c.release()
 	}
 }
 

@@ -24,7 +24,11 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if err := b.ready(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
-	enc := encodeID(req.Stream)
+	if req.Category != "" && b.layout == layoutCategory && req.Category != categoryOf(req.Stream, b.sep) {
+		return varve.AppendResult{}, fmt.Errorf("nats: category %q of the append is not the stream's at separator %q (the Store's CategorySeparator must be the backend's): %w",
+			req.Category, b.sep, varve.ErrInvalidArgument)
+	}
+	enc := b.token(req.Stream)
 	a := &appendOp{b: b, req: req, enc: enc, subj: b.evPrefix + enc}
 	res, err := a.run(ctx)
 	if len(a.chunks) > 0 && !a.stored && !a.unsure {

@@ -30,6 +30,10 @@ type Backend struct {
 	floorSubj string // "<prefix>.f"
 	watchSubj string // "<prefix>.w.>"
 
+	layoutSubj string // "<prefix>.l": the layout marker
+	layout     byte   // layoutStreamID or layoutCategory
+	sep        string // category separator of the layout
+
 	maxPayload int
 	closed     atomic.Bool
 
@@ -51,6 +55,7 @@ var (
 	_ varve.SnapshotStore   = (*Backend)(nil)
 	_ varve.CheckpointStore = (*Backend)(nil)
 	_ varve.Watcher         = (*Backend)(nil)
+	_ varve.FilteredReader  = (*Backend)(nil)
 )
 
 // ErrUnreachable is in the errors of calls made while the connection to
@@ -73,9 +78,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		chPrefix:  cfg.Prefix + ".c.",
 		floorSubj: cfg.Prefix + ".f",
 		watchSubj: cfg.Prefix + ".w.>",
-		floors:    floorTable{floors: make(map[uint64]varve.Version)},
-		watchCh:   make(chan struct{}),
-		kvLock:    make(chan struct{}, 1),
+
+		layoutSubj: cfg.Prefix + ".l",
+		floors:     floorTable{floors: make(map[uint64]varve.Version)},
+		watchCh:    make(chan struct{}),
+		kvLock:     make(chan struct{}, 1),
 	}
 	if b.streams, err = newStreamCache(cfg.CachedStreams, cfg.CachedEventIDs); err != nil {
 		return nil, fmt.Errorf("nats: stream cache: %w", err)
@@ -97,7 +104,13 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("nats: %w", err)
 	}
 	b.maxPayload = int(b.nc.MaxPayload())
-	if err := b.ensureStream(ctx); err != nil {
+	err = b.ensureStream(ctx)
+	if err == nil {
+		lctx, cancel := b.c.Bound(ctx)
+		err = b.loadLayout(lctx)
+		cancel()
+	}
+	if err != nil {
 		b.c.Close(0)
 		b.closeConn()
 		return nil, err
@@ -113,7 +126,7 @@ func (b *Backend) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
 		Description: "varve event store",
-		Subjects:    []string{b.allSubj, b.chPrefix + ">", b.floorSubj},
+		Subjects:    b.subjects(),
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     storage,
 		Replicas:    b.cfg.Replicas,
@@ -127,8 +140,17 @@ func (b *Backend) streamConfig() jetstream.StreamConfig {
 	}
 }
 
+func (b *Backend) subjects() []string {
+	subjs := []string{b.allSubj, b.chPrefix + ">", b.floorSubj}
+	if !b.cfg.legacyLayout {
+		subjs = append(subjs, b.layoutSubj)
+	}
+	return subjs
+}
+
 // ensureStream creates the stream, or checks an existing one and adds
-// direct gets and the headers-only republish that Watch relies on.
+// direct gets, the headers-only republish that Watch relies on and the
+// subject of the layout marker (a stream of an earlier version lacks it).
 func (b *Backend) ensureStream(ctx context.Context) error {
 	ctx, cancel := b.c.Bound(ctx)
 	defer cancel()
@@ -155,20 +177,28 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 	for _, subj := range have.Subjects {
 		subjects[subj] = true
 	}
+	addLayout := false
 	for _, subj := range want.Subjects {
-		if !subjects[subj] {
+		switch {
+		case subjects[subj]:
+		case subj == b.layoutSubj:
+			addLayout = true
+		default:
 			return fmt.Errorf("nats: stream %s exists without subject %q (has %v): %w",
 				b.cfg.Stream, subj, have.Subjects, varve.ErrInvalidArgument)
 		}
 	}
-	if have.AllowDirect && have.RePublish != nil && *have.RePublish == *want.RePublish {
+	if !addLayout && have.AllowDirect && have.RePublish != nil && *have.RePublish == *want.RePublish {
 		return nil
+	}
+	if addLayout {
+		have.Subjects = append(have.Subjects, b.layoutSubj)
 	}
 	have.AllowDirect = true
 	have.RePublish = want.RePublish
 	b.c.CountRequest()
 	if _, err := b.js.UpdateStream(ctx, have); err != nil {
-		return fmt.Errorf("nats: enable direct gets and republish on stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
+		return fmt.Errorf("nats: enable direct gets, republish and the layout marker on stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
 	}
 	return nil
 }

@@ -193,7 +193,7 @@ func TestChunkedCommits(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := subjectCount(t, b, b.chPrefix+"c"); n < 5 {
+		if n := subjectCount(t, b, b.chPrefix+b.token("c")); n < 5 {
 			t.Fatalf("%d chunk messages, want at least 5", n)
 		}
 		all := append(append(append([]varve.Event{}, big...), many...), small...)
@@ -213,13 +213,13 @@ func TestChunkedCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkEvents(t, collectAll(t, s.ReadStream(ctxT(t), "c")), all[2999:], 3000)
-		if n := subjectCount(t, b, b.chPrefix+"c"); n == 0 {
+		if n := subjectCount(t, b, b.chPrefix+b.token("c")); n == 0 {
 			t.Fatalf("truncation inside a chunked commit removed its chunks")
 		}
 		if err := s.Delete(ctxT(t), "c", varve.Any); err != nil {
 			t.Fatal(err)
 		}
-		if n := subjectCount(t, b, b.chPrefix+"c"); n != 0 {
+		if n := subjectCount(t, b, b.chPrefix+b.token("c")); n != 0 {
 			t.Fatalf("%d chunk messages left after delete", n)
 		}
 	})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 
@@ -329,4 +331,151 @@ func TestScale(t *testing.T) {
 	backendtest.RunScale(t, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
 		return mode{}.open(tb, testConfig(url, uniqueName("scale")))
 	}}, backendtest.ScaleConfig{Events: 100_000})
+}
+
+// BenchmarkFilteredCatchUp catches up on a category that is 1% of a log of
+// 100,000 events (commits of 10 events, 100-byte events), from the start,
+// in pages of 512: pushed down to the category's subjects, and, in the
+// same iteration, as the Store filters a backend without
+// varve.FilteredReader (Store.ScanFiltered), and an unfiltered read of as
+// many events of $all. An operation is one of each; pushdown-ms, scan-ms
+// and unfiltered-ms are their times, scan/pushdown the speed-up of
+// pushdown, pushdown-rate/unfiltered-rate the events/s of the filtered
+// read over those of the unfiltered one, pushdown-req/op the requests of
+// a filtered catch-up.
+func BenchmarkFilteredCatchUp(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			s, be := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			const total, commit, hotEvery = 100_000, 10, 100
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for w := range 4 {
+				wg.Go(func() {
+					for i := w; i < total/commit; i += 4 {
+						evs := make([]varve.Event, commit)
+						for j := range evs {
+							evs[j] = benchEvent()[0]
+						}
+						stream := "cold-" + strconv.Itoa(i%1000)
+						if i%hotEvery == 0 {
+							stream = "hot-" + strconv.Itoa(i%7)
+						}
+						if _, err := s.Append(ctx, stream, varve.Any, evs...); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			f := varve.Filter{Categories: []string{"hot"}}
+			catchUp := func(scan bool) (int, time.Duration) {
+				start := time.Now()
+				buf := make([]varve.RecordedEvent, 0, 512)
+				pos, n := varve.Start, 0
+				for {
+					var page varve.AllPage
+					var err error
+					if scan {
+						page, err = s.ScanFiltered(ctx, pos, f, buf[:0], varve.Limit(512))
+					} else {
+						page, err = s.ReadAllPage(ctx, pos, buf[:0], f, varve.Limit(512))
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(page.Events)
+					pos = page.Through
+					if len(page.Events) < 512 {
+						return n, time.Since(start)
+					}
+				}
+			}
+			// plain reads as many events of $all, unfiltered, in pages of
+			// 512: the events/s a filtered read is compared with.
+			plain := func() time.Duration {
+				start := time.Now()
+				buf := make([]varve.RecordedEvent, 0, 512)
+				pos, n := varve.Start, 0
+				for n < total/hotEvery {
+					page, err := s.ReadAllPage(ctx, pos, buf[:0], varve.Limit(min(512, total/hotEvery-n)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(page.Events)
+					pos = page.Through
+				}
+				return time.Since(start)
+			}
+			var push, scan, all time.Duration
+			var req uint64
+			for b.Loop() {
+				r0 := be.Requests()
+				np, dp := catchUp(false)
+				req += be.Requests() - r0
+				ns, ds := catchUp(true)
+				if np != total/hotEvery || ns != np {
+					b.Fatalf("pushdown read %d events, the scan %d, want %d", np, ns, total/hotEvery)
+				}
+				push += dp
+				scan += ds
+				all += plain()
+			}
+			b.ReportMetric(float64(push)/1e6/float64(b.N), "pushdown-ms/op")
+			b.ReportMetric(float64(scan)/1e6/float64(b.N), "scan-ms/op")
+			b.ReportMetric(float64(all)/1e6/float64(b.N), "unfiltered-ms/op")
+			b.ReportMetric(float64(req)/float64(b.N), "pushdown-req/op")
+			b.ReportMetric(float64(scan)/float64(push), "scan/pushdown")
+			b.ReportMetric(float64(all)/float64(push), "pushdown-rate/unfiltered-rate")
+		})
+	}
+}
+
+// BenchmarkAppendLayouts measures what the category layout costs an
+// append: each operation appends one event at an exact version to a
+// stream of the stream id layout (as before categories) and one to a
+// stream of the category layout, on two JetStream streams of the same
+// server, alternating which goes first. old-us and category-us are their
+// times, category/old their ratio over the run.
+func BenchmarkAppendLayouts(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			legacy := testConfig(srv.url(b), uniqueName("benchold"))
+			legacy.legacyLayout = true
+			old, _ := mode{}.store(b, legacy)
+			cat, _ := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			var vOld, vCat varve.Version
+			var dOld, dCat time.Duration
+			one := func(s *varve.Store, v *varve.Version) time.Duration {
+				start := time.Now()
+				res, err := s.Append(ctx, "order-42", varve.Exact(*v), benchEvent()...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				*v = res.LastVersion
+				return time.Since(start)
+			}
+			i := 0
+			for b.Loop() {
+				if i%2 == 0 {
+					dOld += one(old, &vOld)
+					dCat += one(cat, &vCat)
+				} else {
+					dCat += one(cat, &vCat)
+					dOld += one(old, &vOld)
+				}
+				i++
+			}
+			b.ReportMetric(float64(dOld.Microseconds())/float64(b.N), "old-us/op")
+			b.ReportMetric(float64(dCat.Microseconds())/float64(b.N), "category-us/op")
+			b.ReportMetric(float64(dCat)/float64(dOld), "category/old")
+		})
+	}
 }

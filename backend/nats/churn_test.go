@@ -23,6 +23,8 @@ import (
 // 2.11, and readers skipped events. Every acknowledged event of the
 // writers' streams must reach every reader exactly once, in order; events
 // of churned streams may vanish but never come twice or out of order.
+// Half the readers read filtered on both categories of the test's streams
+// (varve.FilteredReader, one cursor per category, merged).
 func TestAllUnderChurn(t *testing.T) {
 	forModes(t, func(t *testing.T, m mode) {
 		cfg := testConfig(m.url, uniqueName("churn"))
@@ -162,13 +164,25 @@ func runChurn(t *testing.T, m mode, cfg Config, w *Backend, cc churnConfig) chur
 		readers.Go(func() {
 			last := map[string]varve.Version{} // writers' streams: last version seen
 			rng := rand.New(rand.NewPCG(uint64(ri), 3))
+			// Odd readers read the two categories of the test, a cursor
+			// each merged by the backend, and resume after each short
+			// page's Through.
+			filtered := ri%2 == 1
+			both := varve.Filter{Categories: []string{"churn", "live"}}
 			var after varve.Position
 			seenIDs := map[uuid.UUID]bool{}
 			var buf []varve.RecordedEvent
 			for ctx.Err() == nil {
 				finished := done.Load() // all writes ended before this page
 				limit := 1 + rng.IntN(7)
-				page, err := r.ReadAll(ctx, varve.AllQuery{After: after, Limit: limit}, buf[:0])
+				var page []varve.RecordedEvent
+				var through varve.Position
+				var err error
+				if filtered {
+					page, through, err = r.ReadAllFiltered(ctx, varve.FilterQuery{After: after, Limit: limit, Filter: both}, buf[:0])
+				} else {
+					page, err = r.ReadAll(ctx, varve.AllQuery{After: after, Limit: limit}, buf[:0])
+				}
 				if err != nil {
 					fail("reader %d: page after %v: %v", ri, after, err)
 					return
@@ -193,6 +207,13 @@ func runChurn(t *testing.T, m mode, cfg Config, w *Backend, cc churnConfig) chur
 					}
 					last[e.Stream] = e.Version
 					seenBy[ri][e.ID] = acked{stream: e.Stream, version: e.Version}
+				}
+				if filtered && len(page) < limit {
+					if through.Less(after) {
+						fail("reader %d: a page of %d events after %v goes through %v, before its last event", ri, len(page), after, through)
+						return
+					}
+					after = through
 				}
 				if len(page) == 0 {
 					if finished {

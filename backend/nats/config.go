@@ -70,11 +70,22 @@ type Config struct {
 	// next append.
 	CachedStreams  int
 	CachedEventIDs int
+	// CategorySeparator ends the category part of a stream id, as
+	// varve.Config.CategorySeparator, which it must equal: the category is
+	// part of a stream's subject (see Layout in the package doc). Empty: the
+	// separator the stream was created with, or "-" for a new stream. A
+	// separator other than the stream's fails New.
+	CategorySeparator string
+
+	// legacyLayout makes the backend create and write streams as the
+	// package did before categories (tests of the migration).
+	legacyLayout bool
 }
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
 // parameters: stream, prefix, replicas, memory (true/false), dupe_window and
-// timeout (Go durations), snapshots and checkpoints (bucket names).
+// timeout (Go durations), snapshots and checkpoints (bucket names),
+// category_separator.
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -85,10 +96,11 @@ func ParseURL(raw string) (Config, error) {
 	}
 	q := u.Query()
 	cfg := Config{
-		Stream:           q.Get("stream"),
-		Prefix:           q.Get("prefix"),
-		SnapshotBucket:   q.Get("snapshots"),
-		CheckpointBucket: q.Get("checkpoints"),
+		Stream:            q.Get("stream"),
+		Prefix:            q.Get("prefix"),
+		SnapshotBucket:    q.Get("snapshots"),
+		CheckpointBucket:  q.Get("checkpoints"),
+		CategorySeparator: q.Get("category_separator"),
 	}
 	// Errors name the parameter, never a value: a URL may hold secrets.
 	bad := func(key string) error {
@@ -116,7 +128,7 @@ func ParseURL(raw string) (Config, error) {
 	}
 	for key := range q {
 		switch key {
-		case "stream", "prefix", "snapshots", "checkpoints", "replicas", "memory", "dupe_window", "timeout":
+		case "stream", "prefix", "snapshots", "checkpoints", "replicas", "memory", "dupe_window", "timeout", "category_separator":
 		default:
 			return Config{}, fmt.Errorf("nats: unknown url parameter %q: %w", key, varve.ErrInvalidArgument)
 		}
@@ -178,6 +190,11 @@ func (c Config) validate() error {
 			if !isName(tok) {
 				return bad("subject prefix %q must be dot-separated tokens of letters, digits, '_' or '-'", c.Prefix)
 			}
+		}
+	}
+	if c.CategorySeparator != "" {
+		if err := checkSeparator(c.CategorySeparator); err != nil {
+			return err
 		}
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {

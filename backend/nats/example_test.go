@@ -33,3 +33,30 @@ func Example() {
 	}
 	fmt.Println("order-42 is at version", res.LastVersion)
 }
+
+// Catch up on one category: the backend reads only the subjects of the
+// category's streams (<prefix>.e.order.*), and each page's Through moves
+// the checkpoint on past events of other categories.
+func ExampleBackend_Layout() {
+	ctx := context.Background()
+	b, err := nats.New(ctx, nats.Config{URL: "nats://127.0.0.1:4222", Stream: "ORDERS", Prefix: "orders"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := varve.New(b, varve.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	if categories, sep := b.Layout(); !categories {
+		fmt.Println("an old stream: the Store filters $all itself")
+	} else {
+		fmt.Printf("categories end at %q\n", sep)
+	}
+	page, err := store.ReadAllPage(ctx, varve.Start, nil, varve.Filter{Categories: []string{"order"}}, varve.Limit(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(page.Events), "order events; next page after", page.Through)
+}

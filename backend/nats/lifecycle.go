@@ -47,7 +47,7 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	enc := encodeID(stream)
+	enc := b.token(stream)
 	subj := b.evPrefix + enc
 	for {
 		h, m, err := b.fetchHead(ctx, stream, subj)
@@ -155,7 +155,7 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	enc := encodeID(stream)
+	enc := b.token(stream)
 	subj := b.evPrefix + enc
 	for {
 		h, _, err := b.fetchHead(ctx, stream, subj)

@@ -61,7 +61,7 @@ func (b *Backend) streamNames(ctx context.Context, q varve.ListQuery) ([]string,
 		if err == nil {
 			var names []string
 			for subj := range info.State.Subjects {
-				name, derr := decodeID(strings.TrimPrefix(subj, b.evPrefix))
+				name, _, derr := b.streamOf(subj)
 				if derr == nil && name > q.After && strings.HasPrefix(name, q.Prefix) {
 					names = append(names, name)
 				}

@@ -174,7 +174,7 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	if err := b.ready(ctx); err != nil {
 		return buf, err
 	}
-	subj := b.evPrefix + encodeID(q.Stream)
+	subj := b.subject(q.Stream)
 	if b.c.BatchGets() {
 		if from, n, ok := b.batchPlan(q); ok {
 			out, h, m, done, err := b.readBatch(ctx, q, subj, from, n, buf)
@@ -564,7 +564,7 @@ func (b *Backend) StreamInfo(ctx context.Context, stream string) (varve.StreamIn
 	if err := b.ready(ctx); err != nil {
 		return varve.StreamInfo{}, err
 	}
-	h, _, err := b.fetchHead(ctx, stream, b.evPrefix+encodeID(stream))
+	h, _, err := b.fetchHead(ctx, stream, b.subject(stream))
 	if err != nil {
 		return varve.StreamInfo{}, b.fail("", err)
 	}

@@ -63,6 +63,7 @@ type Client struct {
 	requests   atomic.Uint64
 	passedOver atomic.Uint64
 	restarts   atomic.Uint64
+	returned   atomic.Uint64
 	batch      atomic.Bool
 
 	life context.Context // done when the client is closed
@@ -178,6 +179,9 @@ func (c *Client) PassedOver() uint64 { return c.passedOver.Load() }
 // Restarts is the number of consumers that cursors replaced because
 // deliveries were lost (a queue overflowed, see maxQueued).
 func (c *Client) Restarts() uint64 { return c.restarts.Load() }
+
+// Returned is the number of messages that cursors and scans returned.
+func (c *Client) Returned() uint64 { return c.returned.Load() }
 
 // BatchGets reports whether the client uses batched direct gets.
 func (c *Client) BatchGets() bool { return c.batch.Load() }

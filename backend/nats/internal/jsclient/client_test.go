@@ -183,6 +183,81 @@ func TestCursorNeverPassesOver(t *testing.T) {
 	}
 }
 
+// TestSparseCursorNeverPassesOver reads a sparse filter like a category's,
+// <prefix>.e.*, whose every message follows a jump in sequence (a third of
+// the messages are on a subject outside it); a purge of one of its
+// subjects half way moves the consumer on servers before 2.11. The cursor
+// returns every live message once, in order.
+func TestSparseCursorNeverPassesOver(t *testing.T) {
+	for _, md := range modes {
+		t.Run(md.name, func(t *testing.T) {
+			c, _, _, prefix := setup(t, md)
+			const n = 3000
+			subj := func(i int) string { return prefix + [...]string{".e.a", ".e.b", ".o"}[i%3] }
+			for i := range n {
+				if _, err := c.Publish(ctxT(t), subj(i), []byte(strconv.Itoa(i)), Expect{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k := c.Cursor(prefix+".e.*", 1, 20)
+			defer k.Release()
+			var got []uint64
+			next := func() bool {
+				m, ok, err := k.Next(ctxT(t), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					got = append(got, m.Seq)
+				}
+				return ok
+			}
+			for range 40 {
+				next()
+			}
+			// Purge subject a (sequences 1, 4, 7, ...) below 2701.
+			if err := c.Purge(ctxT(t), prefix+".e.a", 2701); err != nil {
+				t.Fatal(err)
+			}
+			for i := n; i < n+30; i++ {
+				if _, err := c.Publish(ctxT(t), subj(i), []byte(strconv.Itoa(i)), Expect{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for next() {
+			}
+			seen := map[uint64]bool{}
+			for i, seq := range got {
+				if i > 0 && seq <= got[i-1] {
+					t.Fatalf("sequence %d after %d", seq, got[i-1])
+				}
+				seen[seq] = true
+			}
+			missing := 0
+			for seq := uint64(1); seq <= n+30; seq++ {
+				switch (seq - 1) % 3 {
+				case 0: // a
+					if seq >= 2701 && !seen[seq] {
+						missing++
+					}
+				case 1: // b
+					if !seen[seq] {
+						missing++
+					}
+				default:
+					if seen[seq] {
+						t.Fatalf("message %d is outside the filter", seq)
+					}
+				}
+			}
+			if missing > 0 {
+				t.Fatalf("%d live messages never returned (passed over and read again: %d)", missing, c.PassedOver())
+			}
+			t.Logf("%d messages in order; passed over and read again: %d", len(got), c.PassedOver())
+		})
+	}
+}
+
 // TestCursorAcrossCalls: a cursor that caught up returns the messages
 // stored after, in later calls, and one with an end stops there.
 func TestCursorAcrossCalls(t *testing.T) {

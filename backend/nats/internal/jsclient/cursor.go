@@ -92,6 +92,12 @@ func (k *Cursor) SetWant(n int) {
 	}
 }
 
+// Refresh makes the next Next that finds no message at hand ask the
+// server up to which message to read, instead of trusting that a batch of
+// an earlier call reached the filter's last message: a reader that has
+// learned of a later message since needs the cursor to see it.
+func (k *Cursor) Refresh() { k.ended = false }
+
 // Next returns the filter's next message. ok is false when there is none up
 // to sequence end; with end 0, up to the filter's last message at the time
 // (when messages are already at hand, Next returns them without asking).
@@ -104,6 +110,9 @@ func (k *Cursor) Next(ctx context.Context, end uint64) (Msg, bool, error) {
 	if k.batched {
 		m, ok, err := k.nextBatch(ctx, end)
 		if !errors.Is(err, ErrNoBatch) {
+			if ok {
+				k.c.returned.Add(1)
+			}
 			return m, ok, err
 		}
 		k.batched = false
@@ -112,6 +121,9 @@ func (k *Cursor) Next(ctx context.Context, end uint64) (Msg, bool, error) {
 	m, ok, err := k.nextConsumer(ctx, end)
 	if err != nil {
 		k.drop()
+	}
+	if ok {
+		k.c.returned.Add(1)
 	}
 	return m, ok, err
 }
