@@ -197,7 +197,7 @@ func TestUnwrapper(t *testing.T) {
 	} {
 		s := newStore(t, tc.b, varve.Config{})
 		got := []bool{s.Snapshots().Supported(), s.Checkpoints().Supported(), s.CanWatch(), s.CanFilter(),
-			s.CanAppendMulti(), s.Streams().Supported(), s.Checkpoints().Listable(), s.CanTag()}
+			s.CanAppendMulti(), s.Streams().Supported(), s.Checkpoints().Listable(), s.CanTag(), s.Leases().Supported()}
 		for i, ok := range got {
 			if ok != tc.want {
 				t.Errorf("%s: capability %d found: %v, want %v", tc.name, i, ok, tc.want)

@@ -15,7 +15,7 @@ func storeHas(s *varve.Store) uint {
 	var mask uint
 	for i, ok := range []bool{
 		s.Snapshots().Supported(), s.Checkpoints().Supported(), s.CanWatch(),
-		s.Streams().Supported(), s.Checkpoints().Listable(), s.CanFilter(), s.CanAppendMulti(), s.CanTag(),
+		s.Streams().Supported(), s.Checkpoints().Listable(), s.CanFilter(), s.CanAppendMulti(), s.CanTag(), s.Leases().Supported(),
 	} {
 		if ok {
 			mask |= 1 << i
@@ -37,8 +37,8 @@ func TestWrapHidesNothingAndAddsNothing(t *testing.T) {
 		want uint
 	}{
 		{"bare", bare{memory.New()}, 0},
-		{"memory", memory.New(), 1<<8 - 1},
-		{"wrapped twice", Wrap(memory.New()), 1<<8 - 1},
+		{"memory", memory.New(), 1<<9 - 1},
+		{"wrapped twice", Wrap(memory.New()), 1<<9 - 1},
 	} {
 		s, err := varve.New(Wrap(tc.b), varve.Config{})
 		if err != nil {
