@@ -49,22 +49,10 @@ func (l *eventLog) query(q varve.Query, after varve.Position, limit int, buf []v
 // log's lock, which every commit takes, right before the append's records
 // are written.
 func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond varve.AppendCondition) (varve.AppendResult, error) {
-	if err := b.check(ctx); err != nil {
-		return varve.AppendResult{}, err
-	}
-	sh := b.shard(req.Stream)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	var ps [1]plan
-	var err error
-	if ps[0], err = decide(sh, req); err != nil || ps[0].retry {
-		return ps[0].res, err
-	}
-	err = b.commit(ps[:], func() error {
+	return b.append(ctx, req, func() error {
 		if hit := b.log.query(cond.FailIfEventsMatch, cond.After, 1, nil); len(hit) > 0 {
 			return &varve.AppendConditionError{Position: hit[0].Position}
 		}
 		return nil
 	})
-	return ps[0].res, err
 }

@@ -116,6 +116,12 @@ func (b *Backend) shardIndex(stream string) int {
 
 // Append implements varve.Backend.
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
+	return b.append(ctx, req, nil)
+}
+
+// append appends under the stream's shard lock; check, when not nil, runs
+// under the log's lock right before the write (see commit).
+func (b *Backend) append(ctx context.Context, req varve.AppendRequest, check func() error) (varve.AppendResult, error) {
 	if err := b.check(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
@@ -127,8 +133,8 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if ps[0], err = decide(sh, req); err != nil || ps[0].retry {
 		return ps[0].res, err
 	}
-	b.commit(ps[:], nil)
-	return ps[0].res, nil
+	err = b.commit(ps[:], check)
+	return ps[0].res, err
 }
 
 // plan is an append decided under its shard's lock: a retry with its
