@@ -12,9 +12,11 @@ import (
 	"github.com/varve-go/varve/internal/notify"
 )
 
-// Backend is the SQLite backend. It implements [varve.Backend],
-// [varve.SnapshotStore], [varve.CheckpointStore], [varve.Watcher] and
-// [varve.RequestCounter], and is safe for concurrent use.
+// Backend is the SQLite backend. It implements [varve.Backend] and the
+// capabilities [varve.SnapshotStore], [varve.CheckpointStore],
+// [varve.Watcher], [varve.StreamLister], [varve.CheckpointLister],
+// [varve.FilteredReader], [varve.MultiAppender], [varve.TagStore] and
+// [varve.LeaseStore], and is safe for concurrent use.
 type Backend struct {
 	cfg    Config
 	path   string
@@ -128,6 +130,8 @@ func explain(err error) error {
 		return fmt.Errorf("%w (the file exists and is not a SQLite database; it was left untouched)", err)
 	case sqliteCorrupt:
 		return fmt.Errorf("%w (the file is damaged; restore it from a backup)", err)
+	case sqliteTooBig:
+		return fmt.Errorf("%w: %w", err, varve.ErrInvalidArgument)
 	}
 	return err
 }
@@ -186,5 +190,6 @@ const (
 	sqliteCorrupt  = 11
 	sqliteFull     = 13
 	sqliteCantOpen = 14
+	sqliteTooBig   = 18
 	sqliteNotADB   = 26
 )
