@@ -102,6 +102,13 @@ func upgrade(ctx context.Context, c *conn) (err error) {
 		return err
 	}
 	latest := ms[len(ms)-1].Version
+	// A file already up to date needs no write lock, which a busy writer of
+	// another process may hold for longer than the busy timeout.
+	if version, err := checkIdentity(ctx, c, latest); err != nil {
+		return err
+	} else if version == latest {
+		return nil
+	}
 	if _, err := c.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
