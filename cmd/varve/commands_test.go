@@ -141,6 +141,9 @@ func TestCommands(t *testing.T) {
 						if !strings.Contains(r.stderr, "varve:") {
 							t.Fatalf("usage error without a message: %q", r.stderr)
 						}
+						if tc.name == "zero" && !strings.Contains(r.stderr, spec.zero[0]) {
+							t.Fatalf("the error of %v does not name the flag: %q", spec.zero, r.stderr)
+						}
 						return
 					}
 					checkEnvelope(t, r, spec.name)
@@ -169,4 +172,23 @@ func rowsHaveErrors(env map[string]any) bool {
 		}
 	}
 	return false
+}
+
+// TestFlagLimits: counts over a flag's maximum are refused at once, with
+// the usage exit code and an error that names the flag, instead of
+// hanging or running out of memory.
+func TestFlagLimits(t *testing.T) {
+	for _, args := range [][]string{
+		{"matrix", "--workers", "100000000"},
+		{"matrix", "--streams", "100000000000"},
+		{"loadtest", "--workers", "1000000"},
+		{"deliver-bench", "--workers", "20000"},
+		{"soak", "--workers", "100000"},
+		{"bench", "--events", "100000000000000"},
+	} {
+		r := runIn(t, append(args, "--store", "memory:")...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, args[1]) {
+			t.Errorf("varve %s: exit %d, stderr %q; want %d and the flag named", strings.Join(args, " "), r.code, r.stderr, exitUsage)
+		}
+	}
 }

@@ -54,6 +54,8 @@ func secretURLs(t *testing.T) []secretURL {
 		{"postgres unreachable", "postgres://u:PgDownS3cret3@" + down + "/test", "PgDownS3cret3", false},
 		{"postgres bad escape", "postgres://u:PgEsc%ZZS3cret4@" + pg.Host + "/test", "PgEsc%ZZS3cret4", false},
 		{"nats user_jwt", withParam(*nats, "user_jwt", "NatsJwtS3cret6"), "NatsJwtS3cret6", false},
+		{"postgres sslpassword", withParam(*pg, "sslpassword", "PgSslS3cret8"), "PgSslS3cret8", false},
+		{"nats nkey", withParam(*nats, "nkey", "NatsNkeyS3cret9"), "NatsNkeyS3cret9", false},
 		{"nats unreachable", "nats://user:NatsDownS3cret7@" + down, "NatsDownS3cret7", false},
 	}
 }
