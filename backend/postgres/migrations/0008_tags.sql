@@ -131,18 +131,6 @@ DECLARE
     x       boolean;
 BEGIN
     IF p_cond IS NOT NULL THEN
-        -- A retry of a committed append is answered whatever the condition.
-        SELECT e.version INTO k FROM __SCHEMA__.events e WHERE e.stream = p_stream AND e.id = p_ids[1];
-        IF FOUND THEN
-            SELECT count(*) INTO matched
-              FROM unnest(p_ids) WITH ORDINALITY AS r(id, ord)
-              JOIN __SCHEMA__.events e ON e.stream = p_stream AND e.version = k + r.ord - 1 AND e.id = r.id;
-            IF matched = n THEN
-                SELECT k, k + n - 1, e.tx, e.seq INTO o_first, o_last, o_tx, o_seq
-                  FROM __SCHEMA__.events e WHERE e.stream = p_stream AND e.version = k + n - 1;
-                RETURN;
-            END IF;
-        END IF;
         IF jsonb_array_length(p_cond) = 0 OR EXISTS (
             SELECT FROM jsonb_array_elements(p_cond) it WHERE jsonb_array_length(coalesce(it -> 'tags', '[]')) = 0) THEN
             PERFORM pg_advisory_xact_lock((__SEED__ >> 32)::int4, (__SEED__ & 2147483647)::int4);
@@ -200,6 +188,20 @@ BEGIN
         ORDER BY c.tx, c.seq
         LIMIT 1;
         IF FOUND THEN
+            -- A retry of a committed append is answered whatever the
+            -- condition says (its own events may be what matches).
+            SELECT e.version INTO k FROM __SCHEMA__.events e WHERE e.stream = p_stream AND e.id = p_ids[1];
+            IF FOUND THEN
+                SELECT count(*) INTO matched
+                  FROM unnest(p_ids) WITH ORDINALITY AS r(id, ord)
+                  JOIN __SCHEMA__.events e ON e.stream = p_stream AND e.version = k + r.ord - 1 AND e.id = r.id;
+                IF matched = n THEN
+                    SELECT k, k + n - 1, e.tx, e.seq INTO o_first, o_last, o_tx, o_seq
+                      FROM __SCHEMA__.events e WHERE e.stream = p_stream AND e.version = k + n - 1;
+                    o_hit_tx := NULL;
+                    o_hit_seq := NULL;
+                END IF;
+            END IF;
             RETURN;
         END IF;
     END IF;
