@@ -1,0 +1,153 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+// LeasePrefix begins the name of the lease of a subscription that runs
+// single-active: "subscription:" and the subscription's name.
+const LeasePrefix = "subscription:"
+
+// RunActive runs the subscription in one process at a time, of all that
+// run it with the same name: it waits until holder holds the
+// subscription's lease, opens the subscription from its checkpoint, and
+// calls h as [Subscription.Run] does. It renews the lease every third of
+// ttl, and every checkpoint it saves is fenced by the lease's token, so a
+// process that paused past its lease and came back cannot move the
+// checkpoint of the one that took over. When the lease is lost, RunActive
+// stops handling and waits for the lease again; another holder takes over
+// within ttl of the last renewal of a process that died. It returns nil
+// when ctx ends, after releasing the lease, and the error of h otherwise.
+//
+// The store's backend must keep leases and checkpoints; cfg.Checkpoints
+// must be nil.
+func RunActive(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, h Handler) error {
+	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() || cfg.Checkpoints != nil {
+		return fmt.Errorf("subscription %q: run active: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
+	}
+	leases := store.Leases()
+	name := LeasePrefix + cfg.Name
+	every := ttl / 3
+	for {
+		lease, err := acquire(ctx, leases, name, holder, ttl, every)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("subscription %q: run active: %w", cfg.Name, err)
+		}
+		lost, err := runHolding(ctx, store, cfg, lease, ttl, every, h)
+		if lost {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runSaveTimeout)
+		rerr := leases.Release(rctx, lease)
+		cancel()
+		if err == nil && ctx.Err() != nil {
+			return nil
+		}
+		return errors.Join(err, rerr)
+	}
+}
+
+// acquire waits until holder holds the lease, trying every interval.
+func acquire(ctx context.Context, leases varve.Leases, name, holder string, ttl, every time.Duration) (varve.Lease, error) {
+	for {
+		lease, err := leases.Acquire(ctx, name, holder, ttl)
+		if err == nil || !errors.Is(err, varve.ErrLeaseHeld) {
+			return lease, err
+		}
+		if err := sleep(ctx, nil, every); err != nil {
+			return varve.Lease{}, err
+		}
+	}
+}
+
+// runHolding runs the subscription while the lease is held; lost reports
+// that it ended because the lease was lost.
+func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve.Lease, ttl, every time.Duration, h Handler) (lost bool, err error) {
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	fenced := &fencedCheckpoints{leases: store.Leases(), cps: store.Checkpoints(), lease: lease}
+	var renewed sync.WaitGroup
+	renewed.Go(func() {
+		for sleep(hctx, nil, every) == nil {
+			l, err := fenced.leases.Acquire(hctx, lease.Name, lease.Holder, ttl)
+			if err != nil {
+				if hctx.Err() == nil {
+					fenced.lose()
+					stop()
+				}
+				return
+			}
+			fenced.renew(l)
+		}
+	})
+	defer renewed.Wait()
+	cfg.Checkpoints = fenced
+	sub, err := Open(hctx, store, cfg)
+	if err == nil {
+		err = sub.Run(hctx, h)
+	}
+	stop()
+	renewed.Wait()
+	if fenced.isLost() || errors.Is(err, varve.ErrLeaseLost) {
+		return true, nil
+	}
+	return false, err
+}
+
+// fencedCheckpoints saves a subscription's checkpoint fenced by its
+// lease, and remembers when the lease was lost.
+type fencedCheckpoints struct {
+	leases varve.Leases
+	cps    varve.Checkpoints
+	mu     sync.Mutex
+	lease  varve.Lease
+	lost   bool
+}
+
+func (f *fencedCheckpoints) renew(l varve.Lease) {
+	f.mu.Lock()
+	if l.Token != f.lease.Token {
+		f.lost = true // a new term: someone may have held it in between
+	}
+	f.lease = l
+	f.mu.Unlock()
+}
+
+func (f *fencedCheckpoints) lose() {
+	f.mu.Lock()
+	f.lost = true
+	f.mu.Unlock()
+}
+
+func (f *fencedCheckpoints) isLost() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost
+}
+
+func (f *fencedCheckpoints) SaveCheckpoint(ctx context.Context, name string, pos varve.Position) error {
+	f.mu.Lock()
+	lease, lost := f.lease, f.lost
+	f.mu.Unlock()
+	if lost {
+		return varve.ErrLeaseLost
+	}
+	err := f.leases.SaveCheckpoint(ctx, name, pos, lease)
+	if errors.Is(err, varve.ErrLeaseLost) {
+		f.lose()
+	}
+	return err
+}
+
+func (f *fencedCheckpoints) LoadCheckpoint(ctx context.Context, name string) (varve.Position, bool, error) {
+	return f.cps.Load(ctx, name)
+}
