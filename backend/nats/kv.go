@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -162,7 +163,9 @@ func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Positi
 	if err != nil || !ok {
 		return varve.Start, false, err
 	}
-	pos, err := varve.ParsePosition(string(v))
+	// A checkpoint saved fenced by a lease carries its token after a tab.
+	text, _, _ := strings.Cut(string(v), "\t")
+	pos, err := varve.ParsePosition(text)
 	if err != nil {
 		return varve.Start, false, b.fail("decode checkpoint", err)
 	}
