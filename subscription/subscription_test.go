@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,12 @@ import (
 	"github.com/varve-go/varve/subscription"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(activeChildEnv) != "" {
+		os.Exit(runActiveChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // noWatch hides the backend's optional capabilities, like a backend that
 // cannot notify and keeps no checkpoints.
