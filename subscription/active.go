@@ -15,21 +15,30 @@ import (
 const LeasePrefix = "subscription:"
 
 // RunActive runs the subscription in one process at a time, of all that
-// run it with the same name: it waits until holder holds the
+// run it with the same name, calling h as [Subscription.Run] does: it is
+// [Active] with [Subscription.Run] as the work.
+func RunActive(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, h Handler) error {
+	return Active(ctx, store, cfg, holder, ttl, func(ctx context.Context, sub *Subscription) error { return sub.Run(ctx, h) })
+}
+
+// Active runs work on the subscription in one process at a time, of all
+// that run it with the same name: it waits until holder holds the
 // subscription's lease, opens the subscription from its checkpoint, and
-// calls h as [Subscription.Run] does. It renews the lease every third of
-// ttl, and every checkpoint it saves is fenced by the lease's token, so a
-// process that paused past its lease and came back cannot move the
-// checkpoint of the one that took over. When the lease is lost, RunActive
-// stops handling and waits for the lease again; another holder takes over
+// calls work with it (a [Subscription.Run], or a delivery dispatcher over
+// it). It renews the lease every third of ttl, and every checkpoint saved
+// through the subscription is fenced by the lease's token, so a process
+// that paused past its lease and came back cannot move the checkpoint of
+// the one that took over. When the lease is lost, the context of work
+// ends and Active waits for the lease again; another holder takes over
 // within ttl of the last renewal of a process that died. It returns nil
-// when ctx ends, after releasing the lease, and the error of h otherwise.
+// when ctx ends, after releasing the lease, and the error of work
+// otherwise.
 //
 // The store's backend must keep leases and checkpoints; cfg.Checkpoints
 // must be nil.
-func RunActive(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, h Handler) error {
+func Active(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, work func(context.Context, *Subscription) error) error {
 	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() || cfg.Checkpoints != nil {
-		return fmt.Errorf("subscription %q: run active: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
+		return fmt.Errorf("subscription %q: active: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
 	}
 	leases := store.Leases()
 	name := LeasePrefix + cfg.Name
@@ -40,9 +49,9 @@ func RunActive(ctx context.Context, store *varve.Store, cfg Config, holder strin
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("subscription %q: run active: %w", cfg.Name, err)
+			return fmt.Errorf("subscription %q: active: %w", cfg.Name, err)
 		}
-		lost, err := runHolding(ctx, store, cfg, lease, ttl, every, h)
+		lost, err := runHolding(ctx, store, cfg, lease, ttl, every, work)
 		if lost {
 			continue
 		}
@@ -71,7 +80,7 @@ func acquire(ctx context.Context, leases varve.Leases, name, holder string, ttl,
 
 // runHolding runs the subscription while the lease is held; lost reports
 // that it ended because the lease was lost.
-func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve.Lease, ttl, every time.Duration, h Handler) (lost bool, err error) {
+func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve.Lease, ttl, every time.Duration, work func(context.Context, *Subscription) error) (lost bool, err error) {
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
 	fenced := &fencedCheckpoints{leases: store.Leases(), cps: store.Checkpoints(), lease: lease}
@@ -93,7 +102,7 @@ func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve
 	cfg.Checkpoints = fenced
 	sub, err := Open(hctx, store, cfg)
 	if err == nil {
-		err = sub.Run(hctx, h)
+		err = work(hctx, sub)
 	}
 	stop()
 	renewed.Wait()
