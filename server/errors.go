@@ -64,7 +64,7 @@ func (s *Server) apiErr(r *http.Request, err error) *apiError {
 	case errors.Is(err, context.Canceled):
 		return &apiError{status: 499, code: "canceled", msg: "the request was canceled"}
 	}
-	s.log.Error("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "error", msg)
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", msg)
 	return &apiError{status: http.StatusInternalServerError, code: "internal", msg: msg}
 }
 

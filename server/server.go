@@ -277,7 +277,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if _, err := s.store.LastPosition(ctx); err != nil {
-		s.log.Warn("not ready", "error", err.Error())
+		s.log.Warn("not ready", "err", err.Error())
 		return writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
 			"error": map[string]string{"code": "unavailable", "message": "the store does not answer"}})
 	}
