@@ -108,39 +108,26 @@ func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []var
 		}
 	}
 	all := len(q.Query.Items) == 0
+	h, through, err := b.horizonLast(ctx)
+	if err != nil {
+		return buf, varve.Position{}, err
+	}
 	after := q.After
-	var through varve.Position
 	want := q.Limit
-	for round := 0; ; round++ {
+	for {
 		size := max(want, 64)
-		var batch pgx.Batch
-		if round == 0 {
-			batch.Queue(b.sql.lastPosition)
-		}
-		if all {
-			batch.Queue(b.sql.readAll, clamp(after.Commit), clamp(after.Seq), size)
-		} else {
-			batch.Queue(b.sql.readByTags, clamp(after.Commit), clamp(after.Seq), size, orNull(tags), orNull(types))
-		}
+		var rows pgx.Rows
+		var err error
 		b.requests.Add(1)
-		res := b.pool.SendBatch(ctx, &batch)
-		if round == 0 {
-			var tx, seq int64
-			if err := res.QueryRow().Scan(&tx, &seq); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				res.Close()
-				return buf, varve.Position{}, b.fail(ctx, err)
-			}
-			through = varve.Position{Commit: uint64(tx), Seq: uint64(seq)}
+		if all {
+			rows, err = b.pool.Query(ctx, b.sql.readAllBelow, clamp(after.Commit), clamp(after.Seq), size, h)
+		} else {
+			rows, err = b.pool.Query(ctx, b.sql.readByTags, clamp(after.Commit), clamp(after.Seq), size, orNull(tags), orNull(types), h)
 		}
-		rows, err := res.Query()
 		if err != nil {
-			res.Close()
 			return buf, varve.Position{}, b.fail(ctx, err)
 		}
 		cand, err := b.scanAll(rows, nil)
-		if cerr := res.Close(); err == nil {
-			err = cerr
-		}
 		if err != nil {
 			return buf, varve.Position{}, b.fail(ctx, err)
 		}

@@ -2,19 +2,18 @@ package postgres
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/varve-go/varve"
 )
 
-// ReadAllFiltered implements varve.FilteredReader. One round trip sends
-// two statements: the last position below the horizon, then the page. An
-// event at or before that position has ended below the first statement's
-// horizon, so the page, read from a later snapshot, holds it if it
-// matches; an event that commits later has a transaction id at or above
-// that horizon, so it comes after the position.
+// ReadAllFiltered implements varve.FilteredReader. The first statement
+// evaluates the $all horizon once and finds the last event below it; the
+// page is read below that same horizon. Every event below it has ended
+// (or belongs to no writer), so the page, from a later snapshot, holds
+// every match below it, and the last event below it is the page's through;
+// an event that commits later has a transaction id at or above it.
 func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
 	if err := b.begin(ctx); err != nil {
 		return buf, varve.Position{}, err
@@ -22,26 +21,22 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	if b.sql.readByCategory == "" {
 		return buf, varve.Position{}, varve.ErrNotSupported
 	}
+	h, through, err := b.horizonLast(ctx)
+	if err != nil {
+		return buf, varve.Position{}, err
+	}
 	f := q.Filter
 	after, afterSeq := clamp(q.After.Commit), clamp(q.After.Seq)
-	var batch pgx.Batch
-	batch.Queue(b.sql.lastPosition)
+	var rows pgx.Rows
+	b.requests.Add(1)
 	switch {
 	case len(f.Categories) > 0:
-		batch.Queue(b.sql.readByCategory, after, afterSeq, q.Limit, f.Categories, orNull(f.Types), orNull(f.StreamPrefixes))
+		rows, err = b.pool.Query(ctx, b.sql.readByCategory, after, afterSeq, q.Limit, f.Categories, orNull(f.Types), orNull(f.StreamPrefixes), h)
 	case len(f.Types) > 0:
-		batch.Queue(b.sql.readByType, after, afterSeq, q.Limit, f.Types, nil, orNull(f.StreamPrefixes))
+		rows, err = b.pool.Query(ctx, b.sql.readByType, after, afterSeq, q.Limit, f.Types, nil, orNull(f.StreamPrefixes), h)
 	default:
-		batch.Queue(b.sql.readByPrefix, after, afterSeq, q.Limit, f.StreamPrefixes)
+		rows, err = b.pool.Query(ctx, b.sql.readByPrefix, after, afterSeq, q.Limit, f.StreamPrefixes, h)
 	}
-	b.requests.Add(1)
-	res := b.pool.SendBatch(ctx, &batch)
-	defer res.Close()
-	var tx, seq int64
-	if err := res.QueryRow().Scan(&tx, &seq); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return buf, varve.Position{}, b.fail(ctx, err)
-	}
-	rows, err := res.Query()
 	if err != nil {
 		return buf, varve.Position{}, b.fail(ctx, err)
 	}
@@ -49,10 +44,18 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	if err != nil {
 		return buf, varve.Position{}, b.fail(ctx, err)
 	}
-	if err := res.Close(); err != nil {
-		return buf, varve.Position{}, b.fail(ctx, err)
+	return buf, through, nil
+}
+
+// horizonLast returns the $all horizon, evaluated once, and the position
+// of the last event below it (Start when there is none).
+func (b *Backend) horizonLast(ctx context.Context) (int64, varve.Position, error) {
+	var h, tx, seq int64
+	b.requests.Add(1)
+	if err := b.pool.QueryRow(ctx, b.sql.horizonLast).Scan(&h, &tx, &seq); err != nil {
+		return 0, varve.Position{}, b.fail(ctx, err)
 	}
-	return buf, varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
+	return h, varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
 }
 
 func orNull(vs []string) []string {

@@ -17,6 +17,17 @@ type queries struct {
 	// readByTags reads the candidates of a query, from migration 8.
 	readByTags string
 
+	// horizonLast gives the $all horizon and the last event below it, from
+	// one evaluation of the horizon: filtered reads and query reads take
+	// both from it, and pass the horizon to their page statements. Two
+	// statements that each computed the horizon could see it go back (a
+	// transaction without events that ends between the second's snapshot
+	// and its look at the lock table counts for it), and a page read below
+	// the lower one would miss events before the first one's last position.
+	horizonLast string
+	// readAllBelow is readAll below a given horizon ($4).
+	readAllBelow string
+
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
 }
@@ -109,7 +120,7 @@ SELECT version, tx, seq FROM ins` + last
 FROM unnest($4::text[]) AS v(val)
 CROSS JOIN LATERAL (
     SELECT * FROM ` + s + `.events e
-    WHERE (e.` + col + `, e.tx, e.seq) > (v.val, $1, $2) AND (e.` + col + `, e.tx, e.seq) < (v.val, ` + horizon + `, 0)
+    WHERE (e.` + col + `, e.tx, e.seq) > (v.val, $1, $2) AND (e.` + col + `, e.tx, e.seq) < (v.val, $7::bigint, 0)
       AND ($5::text[] IS NULL OR e.type = ANY($5::text[]))
       AND ($6::text[] IS NULL OR e.stream ^@ ANY($6::text[]))
     ORDER BY e.` + col + `, e.tx, e.seq
@@ -122,7 +133,7 @@ LIMIT $3`
 	if category {
 		byPrefix = `SELECT ` + allCols + `
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + ` AND e.stream ^@ ANY($4::text[])
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < $5::bigint AND e.stream ^@ ANY($4::text[])
 ORDER BY e.tx, e.seq
 LIMIT $3`
 	}
@@ -136,7 +147,7 @@ FROM (
         SELECT k.tx, k.seq FROM unnest($4::text[]) AS v(val)
         CROSS JOIN LATERAL (
             SELECT t.tx, t.seq FROM ` + s + `.event_tags t
-            WHERE (t.tag, t.tx, t.seq) > (v.val, $1, $2) AND (t.tag, t.tx, t.seq) < (v.val, ` + horizon + `, 0)
+            WHERE (t.tag, t.tx, t.seq) > (v.val, $1, $2) AND (t.tag, t.tx, t.seq) < (v.val, $6::bigint, 0)
             ORDER BY t.tag, t.tx, t.seq
             LIMIT $3
         ) k
@@ -144,7 +155,7 @@ FROM (
         SELECT k.tx, k.seq FROM unnest($5::text[]) AS v(val)
         CROSS JOIN LATERAL (
             SELECT e.tx, e.seq FROM ` + s + `.events e
-            WHERE (e.type, e.tx, e.seq) > (v.val, $1, $2) AND (e.type, e.tx, e.seq) < (v.val, ` + horizon + `, 0)
+            WHERE (e.type, e.tx, e.seq) > (v.val, $1, $2) AND (e.type, e.tx, e.seq) < (v.val, $6::bigint, 0)
             ORDER BY e.type, e.tx, e.seq
             LIMIT $3
         ) k
@@ -156,6 +167,19 @@ JOIN ` + s + `.events e ON e.tx = c.tx AND e.seq = c.seq
 ORDER BY e.tx, e.seq`
 	}
 	return queries{
+		horizonLast: `WITH hz AS MATERIALIZED (SELECT ` + horizon + ` AS h)
+SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0) FROM hz
+LEFT JOIN LATERAL (
+    SELECT e.tx, e.seq FROM ` + s + `.events e
+    WHERE e.tx < hz.h
+    ORDER BY e.tx DESC, e.seq DESC
+    LIMIT 1
+) l ON true`,
+		readAllBelow: `SELECT ` + allCols + `
+FROM ` + s + `.events e
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < $4::bigint
+ORDER BY e.tx, e.seq
+LIMIT $3`,
 		readByTags:     byTags,
 		readByCategory: byIndex("category"),
 		readByType:     byIndex("type"),
