@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall/js"
 	"time"
@@ -103,41 +104,71 @@ func run(c config) {
 		return
 	}
 	defer s.Close()
-	interval := time.Duration(c.IntervalMS) * time.Millisecond
-	var prevOps int64
-	var lastYield atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		prevOps   int64
+		prevAt    time.Duration
+		lastYield atomic.Int64
+		ceiling   atomic.Pointer[string]
+		live      = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	)
 	lastYield.Store(time.Now().UnixNano())
+	show := func(m soakcore.MemSample, n soakcore.Counts, limit int64) {
+		f := figures{AtMS: m.At.Milliseconds(), HeapAlloc: m.HeapAlloc, HeapLive: m.HeapLive, Sys: m.Sys, NumGC: m.NumGC,
+			Goroutines: m.Goroutines, Ops: n.Ops, LiveEvents: n.LiveEvents,
+			Appended: n.Appended, Pruned: n.Pruned, Errors: n.Errors, MemoryLimit: limit}
+		if d := m.At - prevAt; d > 0 {
+			f.Rate = float64(n.Ops-prevOps) / d.Seconds()
+		}
+		prevOps, prevAt = n.Ops, m.At
+		if m.HeapLive > res.PeakLive {
+			res.PeakLive, res.LiveAtPeak = m.HeapLive, n.LiveEvents
+		}
+		res.MemoryLimit, res.Last = f.MemoryLimit, f
+		publish("varveSoakSample", f)
+	}
 	cfg := soakcore.Config{
 		// Go runs on the page's only thread and gives it back only when
 		// every goroutine waits: workers running flat out (no rate cap)
 		// would freeze the page. Every 25 ms each worker pauses for 2 ms,
 		// so they pause together and the page paints and answers. Without
 		// preemption on js/wasm a worker also keeps the garbage collector's
-		// workers and the monitor waiting: each command ends with a
-		// Gosched.
+		// workers waiting: each command ends with a Gosched. Near the
+		// memory limit the monitor's ticks still starve (no sample for
+		// seconds while the collector runs back to back), so discovery
+		// checks the live heap here too.
 		OnOp: func() {
 			runtime.Gosched()
-			if time.Now().UnixNano()-lastYield.Load() > int64(25*time.Millisecond) {
-				time.Sleep(2 * time.Millisecond)
-				lastYield.Store(time.Now().UnixNano())
+			if time.Now().UnixNano()-lastYield.Load() <= int64(25*time.Millisecond) {
+				return
 			}
+			if c.Mode == soakcore.Discovery && c.MemoryLimit > 0 {
+				metrics.Read(live)
+				if v := live[0].Value.Uint64(); v >= uint64(c.MemoryLimit)*9/10 && ceiling.Load() == nil {
+					r := fmt.Sprintf("live heap %s reached 90%% of the memory limit %s", soakcore.MiB(v), soakcore.MiB(uint64(c.MemoryLimit)))
+					ceiling.Store(&r)
+					cancel()
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+			lastYield.Store(time.Now().UnixNano())
 		},
 		Mode: c.Mode, Duration: time.Duration(c.DurationMS) * time.Millisecond, MemoryLimit: c.MemoryLimit,
-		PruneAbove: c.PruneAbove, Workers: c.Workers, Rate: c.Rate, Aggregates: c.Aggregates, Interval: interval,
-		Sample: func(m soakcore.MemSample, n soakcore.Counts) {
-			f := figures{AtMS: m.At.Milliseconds(), HeapAlloc: m.HeapAlloc, HeapLive: m.HeapLive, Sys: m.Sys, NumGC: m.NumGC,
-				Goroutines: m.Goroutines, Ops: n.Ops, Rate: float64(n.Ops-prevOps) / interval.Seconds(), LiveEvents: n.LiveEvents,
-				Appended: n.Appended, Pruned: n.Pruned, Errors: n.Errors, MemoryLimit: debug.SetMemoryLimit(-1)}
-			prevOps = n.Ops
-			if m.HeapLive > res.PeakLive {
-				res.PeakLive, res.LiveAtPeak = m.HeapLive, n.LiveEvents
-			}
-			res.MemoryLimit, res.Last = f.MemoryLimit, f
-			publish("varveSoakSample", f)
-		},
+		PruneAbove: c.PruneAbove, Workers: c.Workers, Rate: c.Rate, Aggregates: c.Aggregates,
+		Interval: time.Duration(c.IntervalMS) * time.Millisecond,
+		Sample:   func(m soakcore.MemSample, n soakcore.Counts) { show(m, n, debug.SetMemoryLimit(-1)) },
 	}
-	out, err := soakcore.Run(context.Background(), s, cfg)
+	out, err := soakcore.Run(ctx, s, cfg)
 	res.Mode, res.StopReason, res.ElapsedMS, res.Counts, res.Samples = c.Mode, out.StopReason, out.Elapsed.Milliseconds(), out.Counts, len(out.Samples)
+	if r := ceiling.Load(); r != nil {
+		res.StopReason, err = *r, nil
+	}
+	if n := len(out.Samples); n > 0 {
+		// The sample taken as the run ended, with the final counts (the
+		// run has given the limit back: report the one it ran under).
+		show(out.Samples[n-1], out.Counts, res.MemoryLimit)
+	}
 	if err != nil {
 		res.Error = err.Error()
 		return

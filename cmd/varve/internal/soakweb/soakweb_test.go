@@ -310,8 +310,8 @@ func TestBrowserSoak(t *testing.T) {
 	}
 
 	// Discovery under 16 MiB: no pruning, the run stops when the live heap
-	// reaches 90% of the limit, long before its 60 s.
-	res = b.run(url+"?autostart=1&mode=discovery&duration=60&limit_mib=16&workers=2&aggregates=1000&interval_ms=100", 40*time.Second)
+	// reaches 90% of the limit, long before its 30 s.
+	res = b.run(url+"?autostart=1&mode=discovery&duration=30&limit_mib=16&workers=2&aggregates=1000&interval_ms=100", 40*time.Second)
 	var disc moduleResult
 	decode(t, res, &disc)
 	if disc.Error != "" || disc.Counts.Errors != 0 {
