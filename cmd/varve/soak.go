@@ -28,6 +28,7 @@ func soakCmd() *cobra.Command {
 		rate     int
 		browser  bool
 		listen   string
+		hard     string
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -48,15 +49,22 @@ run there. The module sets --memory-limit with debug.SetMemoryLimit. The page ke
 last figures (in the browser's storage, and posted back here), so a discovery run that
 ends with the tab killed still reports its ceiling: soak prints the last figures the page
 posted when the page reports the end of the run, or on Ctrl-C.
+With --hard-limit soak runs its own command line (without --hard-limit) as a child
+process in a new memory cgroup (cgroup v1, /sys/fs/cgroup/memory; needs root) of that size
+and reports the child's peak usage and how it ended: exit code, out-of-memory kill.
 Row: the commands, with their latency. Exit code 1 when memory grew, or on errors.` + storeHelp,
 		Example: `  varve soak --duration 10m
   varve soak --store memory --duration 3m --rate 2000 --html soak.html
   varve soak --mode discovery --memory-limit 256MiB --duration 30m
+  varve soak --hard-limit 128MiB --memory-limit 96MiB --duration 20s
   varve soak --browser --mode discovery --memory-limit 2GiB --duration 1h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.out.validate(); err != nil {
 				return err
+			}
+			if hard != "" {
+				return soakCapped(cmd, hard, limit)
 			}
 			n, err := parseBytes(limit)
 			if err != nil {
@@ -136,10 +144,41 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes; 0: any growth above --min-slope")
 	f.StringVar(&minSlope, "min-slope", "16KiB", "never flag growth below this many bytes per minute: a live heap of 1 MiB wobbles by +-100 KiB between collections")
+	f.StringVar(&hard, "hard-limit", "", "run the soak as a child process in a memory cgroup of this size (like 128MiB or 512MiB; Linux, root): the kernel kills it above the cap")
 	f.BoolVar(&browser, "browser", false, "run the workload in a browser page as WebAssembly on the memory backend (see above)")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "with --browser: the loopback address to serve the page on")
 	c.out.register(f, true)
 	return cmd
+}
+
+// soakCapped re-runs this command line without --hard-limit as a child
+// process in a memory cgroup of the given size and reports how it ended.
+func soakCapped(cmd *cobra.Command, hard, soft string) error {
+	n, err := parseBytes(hard)
+	if err != nil || n < 16<<20 {
+		return usagef("--hard-limit %q: want a size of at least 16MiB, like 128MiB", hard)
+	}
+	if s, err := parseBytes(soft); err == nil && s >= n {
+		fmt.Fprintf(cmd.ErrOrStderr(), "varve: --memory-limit %s is not below --hard-limit %s: the runtime will not collect before the kernel kills\n", soft, hard)
+	}
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		switch a := os.Args[i]; {
+		case a == "--hard-limit":
+			i++
+		case strings.HasPrefix(a, "--hard-limit="):
+		default:
+			args = append(args, a)
+		}
+	}
+	code, err := capped(args, n, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &exitError{code: code, err: fmt.Errorf("capped soak ended with exit code %d", code), quiet: true}
+	}
+	return nil
 }
 
 // soakBrowser builds the WebAssembly soak, serves its page on a loopback

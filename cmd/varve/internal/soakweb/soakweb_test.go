@@ -105,7 +105,7 @@ func newTab(t *testing.T) *tab {
 		chromedp.UserDataDir(profile), chromedp.WindowSize(1000, 900), chromedp.Flag("hide-scrollbars", true))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(func() {
 		cancelTime()
 		cancelTab()
