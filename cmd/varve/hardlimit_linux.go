@@ -44,6 +44,7 @@ func capped(args []string, limit int64, stdout, stderr io.Writer) (code int, err
 	_ = write("memory.swappiness", "0")
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Env = append(os.Environ(), soakEnvironment+"=capped (cgroup v1 memory limit "+mibs(uint64(limit))+")")
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}

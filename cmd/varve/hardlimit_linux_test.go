@@ -35,7 +35,7 @@ func TestSoakHardLimit(t *testing.T) {
 		want []string
 	}{
 		{"sustained survives 128MiB", []string{"--hard-limit", "128MiB", "--memory-limit", "96MiB", "--duration", "20s", "--rate", "2000", "--interval", "200ms"},
-			0, []string{"capped soak: survived, exit code 0", "memory.limit_in_bytes 128.0 MiB", "oom kills 0"}},
+			0, []string{"capped soak: survived, exit code 0", "capped (cgroup v1 memory limit 128.0 MiB)", "memory.limit_in_bytes 128.0 MiB", "oom kills 0"}},
 		{"discovery killed at 64MiB", []string{"--hard-limit", "64MiB", "--mode", "discovery", "--memory-limit", "0", "--duration", "60s", "--interval", "500ms"},
 			exitFailed, []string{"killed by the kernel's out-of-memory killer", "memory.limit_in_bytes 64.0 MiB"}},
 	}

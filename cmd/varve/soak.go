@@ -110,10 +110,11 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			ctx := cmd.Context()
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
 			cfg.Progress = progressTo(cmd)
+			cfg.Environment = os.Getenv(soakEnvironment)
 			env := lab.NewEnvelope("soak")
 			env.Config = soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
 				Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
-				MinSlope: cfg.MinSlope, Keep: c.keep}
+				MinSlope: cfg.MinSlope, Keep: c.keep, Environment: cfg.Environment}
 			announce(cmd.ErrOrStderr(), targets)
 			rep, runErr := lab.RunSoak(ctx, cfg)
 			finishStores(ctx, env, targets)
@@ -254,7 +255,12 @@ type soakConfig struct {
 	ThresholdPct float64       `json:"threshold_pct"`
 	MinSlope     float64       `json:"min_slope_bytes_per_min"`
 	Keep         bool          `json:"keep"`
+	Environment  string        `json:"environment,omitempty"`
 }
+
+// soakEnvironment is the variable a capped soak's parent names the
+// child's environment in, for its reports.
+const soakEnvironment = "VARVE_SOAK_ENVIRONMENT"
 
 // parseBytes parses "512MiB", "1GiB", "64KiB", "1000000" or "0".
 func parseBytes(s string) (int64, error) {

@@ -59,11 +59,14 @@ func MiB(b uint64) string { return soakcore.MiB(b) }
 type SoakConfig struct {
 	// Store is the URL of the store to open, Label its name in reports.
 	Store, Label string
-	Mode         string
-	Duration     time.Duration
-	MemoryLimit  int64 // bytes, set with debug.SetMemoryLimit; 0 leaves it alone
-	PruneAbove   int   // live events above which the oldest streams are deleted
-	Workers      int
+	// Environment names where the soak runs in reports: "native" when
+	// empty, or as the caller says (a capped child process).
+	Environment string
+	Mode        string
+	Duration    time.Duration
+	MemoryLimit int64 // bytes, set with debug.SetMemoryLimit; 0 leaves it alone
+	PruneAbove  int   // live events above which the oldest streams are deleted
+	Workers     int
 	// Rate caps the commands per second over all workers; 0 runs flat out.
 	Rate       int
 	Aggregates int           // accounts the commands pick from
@@ -89,12 +92,13 @@ const DefaultMinSpan = time.Minute
 
 // SoakReport is the result of a soak run.
 type SoakReport struct {
-	Store    string        `json:"store"`
-	Mode     string        `json:"mode"`
-	Duration time.Duration `json:"duration_ns"`
-	Rate     int           `json:"rate"`
-	Workers  int           `json:"workers"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
+	Store       string        `json:"store"`
+	Environment string        `json:"environment"`
+	Mode        string        `json:"mode"`
+	Duration    time.Duration `json:"duration_ns"`
+	Rate        int           `json:"rate"`
+	Workers     int           `json:"workers"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
 	// Latency is the latency of one command (load, decide, save), waits
 	// for the rate cap excluded.
 	Latency      Latency     `json:"latency"`
@@ -148,9 +152,12 @@ func (c *SoakConfig) validate() error {
 // workload is [soakcore.Run] on the store cfg.Store names.
 func RunSoak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 	rep := SoakReport{Store: cfg.Label, Mode: cfg.Mode, Duration: cfg.Duration, Rate: cfg.Rate, Workers: cfg.Workers,
-		MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove, Machine: Machine()}
+		MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove, Machine: Machine(), Environment: cfg.Environment}
 	if rep.Store == "" {
 		rep.Store = Redact(cfg.Store)
+	}
+	if rep.Environment == "" {
+		rep.Environment = "native"
 	}
 	if err := cfg.validate(); err != nil {
 		return rep, err
@@ -236,6 +243,7 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 	secs := max(last.At.Seconds(), 1e-9)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Store\t%s (%s mode)\n", rep.Store, rep.Mode)
+	fmt.Fprintf(tw, "Environment\t%s\n", rep.Environment)
 	fmt.Fprintf(tw, "Run\t%s, stopped: %s\n", last.At.Round(time.Millisecond), rep.StopReason)
 	fmt.Fprintf(tw, "Commands\t%d (%.0f ops/s), %d conflicts, %d errors\n", rep.Ops, float64(rep.Ops)/secs, rep.Conflicts, rep.Errors)
 	fmt.Fprintf(tw, "Latency\t%s\n", rep.Latency)
