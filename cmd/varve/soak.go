@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/soakweb"
 )
 
 func soakCmd() *cobra.Command {
@@ -19,6 +26,9 @@ func soakCmd() *cobra.Command {
 		limit    string
 		minSlope string
 		rate     int
+		browser  bool
+		listen   string
+		hard     string
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -32,14 +42,29 @@ discovery mode nothing is pruned and the run stops when the live heap reaches 90
 second half of the run and flags growth above --threshold percent of the mean per
 10 minutes. A second half shorter than a minute, or of fewer than 10 samples, gives
 "insufficient data": run at least 2 minutes for a verdict.
+With --browser the same workload runs on the memory backend inside a browser page as
+WebAssembly: soak builds the module with the go tool (run it from a varve checkout),
+serves the page on --listen (loopback only) and prints the address; open it, start the
+run there. The module sets --memory-limit with debug.SetMemoryLimit. The page keeps its
+last figures (in the browser's storage, and posted back here), so a discovery run that
+ends with the tab killed still reports its ceiling: soak prints the last figures the page
+posted when the page reports the end of the run, or on Ctrl-C.
+With --hard-limit soak runs its own command line (without --hard-limit) as a child
+process in a new memory cgroup (cgroup v1, /sys/fs/cgroup/memory; needs root) of that size
+and reports the child's peak usage and how it ended: exit code, out-of-memory kill.
 Row: the commands, with their latency. Exit code 1 when memory grew, or on errors.` + storeHelp,
 		Example: `  varve soak --duration 10m
   varve soak --store memory --duration 3m --rate 2000 --html soak.html
-  varve soak --mode discovery --memory-limit 256MiB --duration 30m`,
+  varve soak --mode discovery --memory-limit 256MiB --duration 30m
+  varve soak --hard-limit 128MiB --memory-limit 96MiB --duration 20s
+  varve soak --browser --mode discovery --memory-limit 2GiB --duration 1h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.out.validate(); err != nil {
 				return err
+			}
+			if hard != "" {
+				return soakCapped(cmd, hard, limit)
 			}
 			n, err := parseBytes(limit)
 			if err != nil {
@@ -75,6 +100,9 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 				return usagef("--threshold %g: want 0 (any growth above --min-slope) or more", cfg.ThresholdPct)
 			}
 			cfg.Duration, cfg.Rate = c.duration, rate
+			if browser {
+				return soakBrowser(cmd, listen, cfg)
+			}
 			targets, err := resolveStores("soak", c.stores, false, c.keep)
 			if err != nil {
 				return err
@@ -82,10 +110,11 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			ctx := cmd.Context()
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
 			cfg.Progress = progressTo(cmd)
+			cfg.Environment = os.Getenv(soakEnvironment)
 			env := lab.NewEnvelope("soak")
 			env.Config = soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
 				Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
-				MinSlope: cfg.MinSlope, Keep: c.keep}
+				MinSlope: cfg.MinSlope, Keep: c.keep, Environment: cfg.Environment}
 			announce(cmd.ErrOrStderr(), targets)
 			rep, runErr := lab.RunSoak(ctx, cfg)
 			finishStores(ctx, env, targets)
@@ -116,8 +145,101 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes; 0: any growth above --min-slope")
 	f.StringVar(&minSlope, "min-slope", "16KiB", "never flag growth below this many bytes per minute: a live heap of 1 MiB wobbles by +-100 KiB between collections")
+	f.StringVar(&hard, "hard-limit", "", "run the soak as a child process in a memory cgroup of this size (like 128MiB or 512MiB; Linux, root): the kernel kills it above the cap")
+	f.BoolVar(&browser, "browser", false, "run the workload in a browser page as WebAssembly on the memory backend (see above)")
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "with --browser: the loopback address to serve the page on")
 	c.out.register(f, true)
 	return cmd
+}
+
+// soakCapped re-runs this command line without --hard-limit as a child
+// process in a memory cgroup of the given size and reports how it ended.
+func soakCapped(cmd *cobra.Command, hard, soft string) error {
+	n, err := parseBytes(hard)
+	if err != nil || n < 16<<20 {
+		return usagef("--hard-limit %q: want a size of at least 16MiB, like 128MiB", hard)
+	}
+	if s, err := parseBytes(soft); err == nil && s >= n {
+		fmt.Fprintf(cmd.ErrOrStderr(), "varve: --memory-limit %s is not below --hard-limit %s: the runtime will not collect before the kernel kills\n", soft, hard)
+	}
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		switch a := os.Args[i]; {
+		case a == "--hard-limit":
+			i++
+		case strings.HasPrefix(a, "--hard-limit="):
+		default:
+			args = append(args, a)
+		}
+	}
+	code, err := capped(args, n, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &exitError{code: code, err: fmt.Errorf("capped soak ended with exit code %d", code), quiet: true}
+	}
+	return nil
+}
+
+// soakBrowser builds the WebAssembly soak, serves its page on a loopback
+// address and waits for the page to report the end of the run (or for
+// Ctrl-C), then prints the last figures and the result the page posted.
+func soakBrowser(cmd *cobra.Command, listen string, cfg lab.SoakConfig) error {
+	host, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); err != nil || host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return usagef("--listen %q: want a loopback host:port, like 127.0.0.1:8080", listen)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("soak --browser builds its module with the go command: %w", err)
+	}
+	ctx := cmd.Context()
+	dir, err := os.MkdirTemp("", "varve-soak-browser-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintln(cmd.ErrOrStderr(), "building the WebAssembly module...")
+	m, err := soakweb.Build(ctx, goTool, dir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := soakweb.NewServer(m)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	q := url.Values{"mode": {cfg.Mode}, "duration": {strconv.FormatFloat(cfg.Duration.Seconds(), 'f', -1, 64)},
+		"limit_mib": {strconv.FormatInt(max(1, cfg.MemoryLimit>>20), 10)}, "prune_above": {strconv.Itoa(cfg.PruneAbove)},
+		"rate": {strconv.Itoa(cfg.Rate)}, "workers": {strconv.Itoa(cfg.Workers)}, "aggregates": {strconv.Itoa(cfg.Aggregates)},
+		"interval_ms": {strconv.FormatInt(cfg.Interval.Milliseconds(), 10)}, "threshold": {strconv.FormatFloat(cfg.ThresholdPct, 'f', -1, 64)},
+		"min_slope": {strconv.FormatFloat(cfg.MinSlope, 'f', -1, 64)}}
+	fmt.Fprintf(cmd.ErrOrStderr(), "open http://%s/?%s in a browser and start the run; Ctrl-C stops serving\n", ln.Addr(), q.Encode())
+	select {
+	case <-ctx.Done():
+	case <-srv.Done():
+	case err := <-served:
+		return fmt.Errorf("serve the page: %w", err)
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shut)
+	sample, result, err := srv.Last()
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "environment: browser (WebAssembly, memory backend)\nlast sample: %s\n", sample)
+	if result == nil {
+		fmt.Fprintln(out, "result: none: the page did not report the end of the run (the tab died, or Ctrl-C came first)")
+		return nil
+	}
+	fmt.Fprintf(out, "result: %s\n", result)
+	return nil
 }
 
 // soakConfig is soak's config in the envelope.
@@ -133,7 +255,12 @@ type soakConfig struct {
 	ThresholdPct float64       `json:"threshold_pct"`
 	MinSlope     float64       `json:"min_slope_bytes_per_min"`
 	Keep         bool          `json:"keep"`
+	Environment  string        `json:"environment,omitempty"`
 }
+
+// soakEnvironment is the variable a capped soak's parent names the
+// child's environment in, for its reports.
+const soakEnvironment = "VARVE_SOAK_ENVIRONMENT"
 
 // parseBytes parses "512MiB", "1GiB", "64KiB", "1000000" or "0".
 func parseBytes(s string) (int64, error) {

@@ -80,7 +80,7 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 		Title: "varve soak: " + rep.Store,
 		Lines: []string{
 			fmt.Sprintf("%s mode, %v, memory limit %s, prune above %d live events. Verdict: %s.", rep.Mode, rep.Duration, MiB(uint64(rep.MemoryLimit)), rep.PruneAbove, verdict),
-			fmt.Sprintf("Machine: %s, %d cores, %s.", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
+			fmt.Sprintf("Environment: %s. Machine: %s, %d cores, %s.", rep.Environment, rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
 		},
 		Charts: []template.HTML{
 			LineChart{Title: "Memory over time", XLabel: "time", FormatX: secs, FormatY: mibs, Series: []Series{heap, live, rss}}.SVG(),

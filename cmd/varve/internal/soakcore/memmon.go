@@ -1,4 +1,4 @@
-package lab
+package soakcore
 
 import (
 	"bufio"
@@ -156,8 +156,10 @@ type Verdict struct {
 // noise. The live heap (as of the last GC) is used instead of the
 // allocated heap, which saws up and down between collections. Goroutines
 // growing by more than 2 between the middle and the end of the run are
-// flagged too. A second half of fewer than MinJudgedSamples samples, or
-// spanning less than minSpan, gives no verdict: "insufficient data".
+// flagged too. A figure that is zero throughout (the RSS where the platform
+// has none, as in a browser) is not judged. A second half of fewer than
+// MinJudgedSamples samples, or spanning less than minSpan, gives no verdict:
+// "insufficient data".
 func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Duration) Verdict {
 	half := samples[len(samples)/2:]
 	v := Verdict{SamplesEvaluated: len(half), MinSpan: minSpan}
@@ -182,6 +184,10 @@ func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Dur
 		for i, s := range half {
 			ys[i] = float64(fig.get(s))
 			sum += ys[i]
+		}
+		if sum == 0 {
+			// The platform has no such figure (no RSS in a browser).
+			continue
 		}
 		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), SlopePerMin: Slope(xs, ys), ThresholdPct: thresholdPct, MinSlope: minSlope}
 		if t.Mean > 0 {

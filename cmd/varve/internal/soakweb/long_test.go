@@ -1,0 +1,37 @@
+//go:build soaklong
+
+package soakweb
+
+import (
+	"testing"
+	"time"
+)
+
+// The long browser soaks, for `make soak-long` (-tags soaklong): a 2 min
+// sustained run at the defaults of `varve soak` (memory limit 512 MiB,
+// prune above 20,000 live events, no rate cap), judged with the native
+// soak's default threshold, and a discovery run under 512 MiB. Each logs
+// the module's result; screenshots go to VARVE_SCREENSHOTS.
+func TestLongBrowserSustained(t *testing.T) {
+	_, url := serve(t)
+	b := newTab(t)
+	var r moduleResult
+	decode(t, b.run(url+"?autostart=1&mode=sustained&duration=130&limit_mib=512&prune_above=20000&rate=0&workers=4&aggregates=1000&interval_ms=1000", 170*time.Second), &r)
+	t.Logf("%+v", r)
+	b.shot("soak-browser-long-sustained")
+	if r.Error != "" || r.Verdict.Status != "flat" {
+		t.Fatalf("long sustained run in the browser: %s, verdict %q", r.Error, r.Verdict.Status)
+	}
+}
+
+func TestLongBrowserDiscovery(t *testing.T) {
+	_, url := serve(t)
+	b := newTab(t)
+	var r moduleResult
+	decode(t, b.run(url+"?autostart=1&mode=discovery&duration=160&limit_mib=512&workers=4&aggregates=1000&interval_ms=1000", 170*time.Second), &r)
+	t.Logf("ceiling: live heap %s holding %d events; %+v", mib(r.PeakLive), r.LiveAtPeak, r)
+	b.shot("soak-browser-long-discovery")
+	if r.Error != "" || r.PeakLive == 0 {
+		t.Fatalf("long discovery run in the browser: %s", r.Error)
+	}
+}

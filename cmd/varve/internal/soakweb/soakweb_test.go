@@ -1,0 +1,338 @@
+package soakweb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromium returns Debian's headless browser, installing it with
+// scripts/chromium.sh when it is missing under CI. Without CI a missing
+// browser skips the test, loudly.
+func chromium(t *testing.T) string {
+	t.Helper()
+	find := func() string {
+		for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if p, err := exec.LookPath(b); err == nil {
+				return p
+			}
+		}
+		return ""
+	}
+	if p := find(); p != "" {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		out, err := exec.Command("bash", "../../../../scripts/chromium.sh").CombinedOutput()
+		if p := find(); p != "" {
+			return p
+		}
+		t.Fatalf("CI=true and no chromium: scripts/chromium.sh could not install it (%v):\n%s", err, out)
+	}
+	t.Skip("SKIPPED LOUDLY: no chromium to run the browser soak in; run scripts/chromium.sh (or make services) to install Debian's package")
+	return ""
+}
+
+// serve builds the module, serves it on loopback and returns its URL.
+func serve(t *testing.T) (*Server, string) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the module: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := Build(ctx, goTool, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(m)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		<-done
+	})
+	return srv, "http://" + ln.Addr().String() + "/"
+}
+
+// tab is a headless Chromium tab and the problems its page logged.
+type tab struct {
+	t        *testing.T
+	ctx      context.Context
+	mu       sync.Mutex
+	problems []string
+}
+
+func newTab(t *testing.T) *tab {
+	t.Helper()
+	exe := chromium(t)
+	profile, err := os.MkdirTemp("", "varve-soakweb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 { // Chromium's children may still write there for a moment.
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1000, 900), chromedp.Flag("hide-scrollbars", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc()
+	})
+	b := &tab{t: t, ctx: ctx}
+	err = chromedp.Listen(ctx, func(ev any) {
+		var p string
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			p = "exception: " + e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				p += " " + e.ExceptionDetails.Exception.Description
+			}
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				p = "console.error"
+				for _, a := range e.Args {
+					p += fmt.Sprintf(" %s", a.Value)
+				}
+			}
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.EntryLevelError {
+				p = "log: " + e.Entry.Text + " " + e.Entry.URL
+			}
+		}
+		if p != "" {
+			b.mu.Lock()
+			b.problems = append(b.problems, p)
+			b.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, log.Enable, struct{}{}); err != nil {
+		t.Fatalf("start chromium (%s): %v", exe, err)
+	}
+	return b
+}
+
+func (b *tab) logged() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.problems...)
+}
+
+// run opens url and waits up to limit for the module's result, which it
+// returns as JSON.
+func (b *tab) run(url string, limit time.Duration) string {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(url)); err != nil {
+		b.t.Fatalf("open %s: %v", url, err)
+	}
+	var last string
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](
+			"[JSON.stringify(window.varveSoakResult || null), JSON.stringify(window.varveSoakLast || null)]"))
+		if err != nil {
+			b.t.Fatalf("read the page: %v\nthe page logged: %v", err, b.logged())
+		}
+		if got[0] != "null" {
+			return got[0]
+		}
+		last = got[1]
+	}
+	b.t.Fatalf("the run did not end within %v; last sample: %s\nthe page logged: %v", limit, last, b.logged())
+	return ""
+}
+
+func (b *tab) text(id string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
+	if err != nil {
+		b.t.Fatalf("text of #%s: %v", id, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func decode(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("%v: %s", err, s)
+	}
+}
+
+func (b *tab) shot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("VARVE_SCREENSHOTS")
+	if dir == "" {
+		dir = b.t.TempDir()
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if len(png) < 10_000 {
+		b.t.Fatalf("screenshot %s: %d bytes, an empty page?", name, len(png))
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// moduleResult is the part of the module's result the test checks.
+type moduleResult struct {
+	Mode       string `json:"mode"`
+	StopReason string `json:"stop_reason"`
+	Error      string `json:"error"`
+	FirstError string `json:"first_error"`
+	Counts     struct {
+		Ops        int64 `json:"ops"`
+		Errors     int64 `json:"errors"`
+		Appended   int64 `json:"events_appended"`
+		Pruned     int64 `json:"streams_pruned"`
+		LiveEvents int64 `json:"live_events"`
+	} `json:"counts"`
+	MemoryLimit int64  `json:"memory_limit"`
+	PeakLive    uint64 `json:"peak_heap_live"`
+	LiveAtPeak  int64  `json:"live_events_at_peak"`
+	Last        struct {
+		HeapLive   uint64  `json:"heap_live"`
+		LiveEvents int64   `json:"live_events"`
+		Ops        int64   `json:"ops"`
+		Rate       float64 `json:"rate"`
+	} `json:"last"`
+	Verdict struct {
+		Status string `json:"status"`
+		Trends []struct {
+			Name        string  `json:"name"`
+			SlopePerMin float64 `json:"slope_bytes_per_min"`
+		} `json:"trends"`
+	} `json:"verdict"`
+}
+
+func mib(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB" }
+
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// TestBrowserSoak builds the module, serves the page and runs it in
+// headless Chromium: a short sustained run ends flat with the page showing
+// the figures the module reported, and a discovery run under a small
+// memory limit ends with the ceiling on the page. Screenshots go to
+// VARVE_SCREENSHOTS when set.
+func TestBrowserSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module and runs it in Chromium")
+	}
+	srv, url := serve(t)
+	b := newTab(t)
+
+	// Sustained: 8 s sampled every 100 ms, judged on the second half (4 s)
+	// against the smoke floor of the native soak's tests (64 MiB/min): a
+	// slope projected over 10 minutes from seconds is noise below it.
+	res := b.run(url+"?autostart=1&mode=sustained&duration=8&limit_mib=64&prune_above=500&rate=2000&workers=2&aggregates=200&interval_ms=100&min_slope=67108864&min_span_ms=1000", 40*time.Second)
+	var sus moduleResult
+	decode(t, res, &sus)
+	if sus.Error != "" || sus.Counts.Errors != 0 {
+		t.Fatalf("sustained run failed: %s %s (%d errors)", sus.Error, sus.FirstError, sus.Counts.Errors)
+	}
+	if sus.Counts.Ops == 0 || sus.Counts.Pruned == 0 || sus.StopReason != "duration reached" {
+		t.Fatalf("sustained run did not run its course: %+v", sus)
+	}
+	if sus.Verdict.Status != "flat" {
+		t.Fatalf("sustained run in the browser judged %q: %+v\nthe page logged: %v", sus.Verdict.Status, sus.Verdict, b.logged())
+	}
+	if sus.MemoryLimit != 64<<20 {
+		t.Errorf("memory limit inside the module %d, want %d", sus.MemoryLimit, 64<<20)
+	}
+	for _, tr := range sus.Verdict.Trends {
+		t.Logf("browser sustained: %s slope %.1f KiB/min; %d commands, %d live events at the end", tr.Name, tr.SlopePerMin/1024, sus.Counts.Ops, sus.Counts.LiveEvents)
+	}
+	for id, want := range map[string]string{
+		"verdict":      "verdict: FLAT",
+		"heap-live":    mib(sus.Last.HeapLive),
+		"live-events":  grouped(sus.Last.LiveEvents),
+		"ops":          grouped(sus.Last.Ops),
+		"rate-now":     grouped(int64(sus.Last.Rate + 0.5)),
+		"memory-limit": "64.0 MiB",
+		"stop-reason":  "duration reached",
+	} {
+		if got := b.text(id); got != want {
+			t.Errorf("#%s shows %q, the module reported %q", id, got, want)
+		}
+	}
+	b.shot("soak-browser-sustained")
+
+	// The server kept what the page posted.
+	sample, result, err := srv.Last()
+	if err != nil || sample == nil || result == nil {
+		t.Fatalf("the server kept sample %s, result %s: %v", sample, result, err)
+	}
+	var posted moduleResult
+	if err := json.Unmarshal(result, &posted); err != nil || posted.Counts.Ops != sus.Counts.Ops {
+		t.Fatalf("the posted result (%v) says %d commands, the module %d", err, posted.Counts.Ops, sus.Counts.Ops)
+	}
+
+	// Discovery under 16 MiB: no pruning, the run stops when the live heap
+	// reaches 90% of the limit, long before its 30 s.
+	res = b.run(url+"?autostart=1&mode=discovery&duration=30&limit_mib=16&workers=2&aggregates=1000&interval_ms=100", 40*time.Second)
+	var disc moduleResult
+	decode(t, res, &disc)
+	if disc.Error != "" || disc.Counts.Errors != 0 {
+		t.Fatalf("discovery run failed: %s %s", disc.Error, disc.FirstError)
+	}
+	if !strings.Contains(disc.StopReason, "90% of the memory limit") || disc.Counts.Pruned != 0 {
+		t.Fatalf("discovery did not stop at the ceiling: %+v", disc)
+	}
+	if disc.PeakLive < 16<<20*9/10 || disc.LiveAtPeak == 0 {
+		t.Fatalf("discovery ceiling: live heap %d with %d events", disc.PeakLive, disc.LiveAtPeak)
+	}
+	want := "ceiling: live heap " + mib(disc.PeakLive) + " holding " + grouped(disc.LiveAtPeak) + " events (" + disc.StopReason + ")"
+	if got := b.text("verdict"); got != want {
+		t.Errorf("the page shows %q, the module reported %q", got, want)
+	}
+	if got := b.text("peak-live"); got != mib(disc.PeakLive) {
+		t.Errorf("#peak-live shows %q, the module reported %q", got, mib(disc.PeakLive))
+	}
+	t.Logf("browser discovery at 16 MiB: ceiling %s live heap holding %d events, %d commands", mib(disc.PeakLive), disc.LiveAtPeak, disc.Counts.Ops)
+	b.shot("soak-browser-discovery")
+	if p := b.logged(); len(p) > 0 {
+		t.Errorf("the page logged problems: %v", p)
+	}
+}
