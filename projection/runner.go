@@ -92,8 +92,8 @@ type Config struct {
 	// Poison says what happens to a poison event.
 	Poison Policy
 	// Promote makes the projection's version current ([SetCurrent]) when
-	// it first reaches the head of the log, unless it is current already:
-	// the switch-over of a rebuild.
+	// it first reaches the head of the log, unless that version or a later
+	// one is current already: the switch-over of a rebuild.
 	Promote bool
 	// MinPoll and MaxPoll bound the polling of a live runner on backends
 	// that cannot notify (see package subscription).
@@ -323,7 +323,7 @@ func (r *Runner) goLive(ctx context.Context) error {
 
 func (r *Runner) promote(ctx context.Context) error {
 	cur, ok, err := Current(ctx, r.store, r.p.Name)
-	if err != nil || (ok && cur == r.p.Version) {
+	if err != nil || (ok && cur >= r.p.Version) {
 		return err
 	}
 	return SetCurrent(ctx, r.store, r.p.Name, r.p.Version)
