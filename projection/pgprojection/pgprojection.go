@@ -17,6 +17,10 @@
 // or past it and rolls back with [ErrAlreadyApplied], so that no batch is
 // applied twice. Run one runner per version (say with a lease) all the
 // same: the loser's Run fails on that error.
+//
+// Set [projection.Config.LocalFilter] for now: PostgreSQL's filtered reads
+// can pass over events while transactions that write no events, such as
+// these, commit concurrently (TestRebuildUnderWrites).
 package pgprojection
 
 import (
