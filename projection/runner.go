@@ -131,6 +131,9 @@ type Runner struct {
 	running bool
 	rateAt  time.Time
 	rateN   int64
+
+	live     chan struct{}
+	liveOnce sync.Once
 }
 
 // NewRunner returns a runner of p over store.
@@ -166,6 +169,7 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 	r := &Runner{store: store, p: p, cfg: cfg, cps: cps,
 		retry: backoff.Exponential{Initial: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}}
 	r.st = Status{Name: p.Name, Version: p.Version, Lag: -1}
+	r.live = make(chan struct{})
 	return r, nil
 }
 
@@ -185,6 +189,10 @@ func (r *Runner) Status() Status {
 	defer r.mu.Unlock()
 	return r.st
 }
+
+// Live returns a channel closed when the runner first reaches the head of
+// the log: every event committed before it started is handled.
+func (r *Runner) Live() <-chan struct{} { return r.live }
 
 // Pause makes Run stop handling after the batch in hand, until Resume.
 func (r *Runner) Pause() {
@@ -327,6 +335,7 @@ func (r *Runner) run(ctx context.Context) error {
 // its version current under Config.Promote.
 func (r *Runner) goLive(ctx context.Context) error {
 	r.set(func(s *Status) { s.State = Live })
+	r.liveOnce.Do(func() { close(r.live) })
 	if !r.cfg.Promote {
 		return nil
 	}
