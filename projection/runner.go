@@ -288,21 +288,43 @@ func (r *Runner) run(ctx context.Context) error {
 	}
 	start, _ := sub.StartPosition()
 	r.set(func(s *Status) { s.Position, s.State = start, CatchingUp })
+	// The head is looked at again when the runner reaches the last one
+	// seen (it is live when it is still there), and at most once a second
+	// for the lag otherwise: not once per batch.
 	live := false
+	var head varve.Position
+	var headAt time.Time
+	sample := func() error {
+		h, err := r.store.LastPosition(ctx)
+		if err != nil {
+			return fmt.Errorf("projection %q: %w", r.p.Name, err)
+		}
+		head, headAt = h, time.Now()
+		r.set(func(s *Status) { s.Head, s.Lag = h, lag(s.Position, h) })
+		return nil
+	}
+	if err := sample(); err != nil {
+		return err
+	}
 	for {
 		if err := r.waitResumed(ctx, live); err != nil {
 			return err
 		}
-		head, err := r.store.LastPosition(ctx)
-		if err != nil {
-			return fmt.Errorf("projection %q: %w", r.p.Name, err)
-		}
-		r.set(func(s *Status) { s.Head, s.Lag = head, lag(s.Position, head) })
-		if !live && !sub.Position().Less(head) {
-			if err := r.goLive(ctx); err != nil {
+		switch {
+		case !live && !sub.Position().Less(head):
+			if err := sample(); err != nil {
 				return err
 			}
-			live = true
+			if !sub.Position().Less(head) {
+				if err := r.goLive(ctx); err != nil {
+					return err
+				}
+				live = true
+			}
+		case time.Since(headAt) >= time.Second:
+			if err := sample(); err != nil {
+				return err
+			}
 		}
 		nctx, wake := context.WithCancel(ctx)
 		r.mu.Lock()
@@ -321,12 +343,6 @@ func (r *Runner) run(ctx context.Context) error {
 		}
 		if err := r.handle(ctx, b, origin); err != nil {
 			return err
-		}
-		if !live && !b.Through.Less(head) {
-			if err := r.goLive(ctx); err != nil {
-				return err
-			}
-			live = true
 		}
 	}
 }
@@ -483,8 +499,10 @@ func (r *Runner) once(ctx context.Context, b Batch) error {
 	if r.p.Commit != nil {
 		return r.p.Commit(ctx, name, b)
 	}
-	if err := r.p.Handle(ctx, b); err != nil {
-		return err
+	if len(b.Events) > 0 {
+		if err := r.p.Handle(ctx, b); err != nil {
+			return err
+		}
 	}
 	return r.save(ctx, b.Through)
 }
