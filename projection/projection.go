@@ -119,6 +119,12 @@ func ParkedStream(name string) string { return varve.SystemPrefix + "projection-
 // projection name.
 func ControlStream(name string) string { return varve.SystemPrefix + "projection-" + name }
 
+// ErrApplied is returned by a [CommitFunc] that finds its checkpoint at or
+// past the batch: the batch's writes are already committed with it (by an
+// earlier attempt whose commit was acknowledged late, or by another runner).
+// The runner counts the batch as handled.
+var ErrApplied = errors.New("projection: batch already applied")
+
 // ErrStopped is returned by [Runner.Run] when a poison event stopped the
 // projection under the [Stop] policy.
 var ErrStopped = errors.New("projection: stopped on a poison event")

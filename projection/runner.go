@@ -460,7 +460,7 @@ func (r *Runner) apply(ctx context.Context, b Batch) error {
 func (r *Runner) attempts(ctx context.Context, b Batch) error {
 	var err error
 	for n := 1; ; n++ {
-		if err = r.once(ctx, b); err == nil {
+		if err = r.once(ctx, b); err == nil || errors.Is(err, ErrApplied) {
 			r.done(b)
 			return nil
 		}

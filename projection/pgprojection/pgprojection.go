@@ -12,11 +12,12 @@
 // store (any schema); a handler picks its table by [projection.Batch.Version]
 // to rebuild a new version beside the old one.
 //
-// The save only moves the checkpoint forward: when two runners of the
-// same version race, the second to commit a batch finds the checkpoint at
-// or past it and rolls back with [ErrAlreadyApplied], so that no batch is
-// applied twice. Run one runner per version (say with a lease) all the
-// same: the loser's Run fails on that error.
+// The save only moves the checkpoint forward: when a batch's commit was
+// acknowledged late and the batch is tried again, or two runners of the
+// same version race, the later commit finds the checkpoint at or past the
+// batch and rolls back with [ErrAlreadyApplied], so that no batch is
+// applied twice; the runner moves on. Run one runner per version (say with
+// a lease) all the same: a second one only repeats the reads.
 //
 // Set [projection.Config.LocalFilter] for now: PostgreSQL's filtered reads
 // can pass over events while transactions that write no events, such as
@@ -25,7 +26,6 @@ package pgprojection
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -41,8 +41,10 @@ import (
 type Handler func(ctx context.Context, tx pgx.Tx, b projection.Batch) error
 
 // ErrAlreadyApplied is returned when the checkpoint is already at or past
-// the batch: another runner of the same version applied it.
-var ErrAlreadyApplied = errors.New("pgprojection: batch already applied")
+// the batch: an earlier attempt whose commit was acknowledged late, or
+// another runner of the same version, applied it. It is
+// [projection.ErrApplied]: the runner counts the batch as handled.
+var ErrAlreadyApplied = projection.ErrApplied
 
 // Backend returns the PostgreSQL backend of store, looking through
 // wrappers ([varve.Unwrapper]).

@@ -452,3 +452,40 @@ func testRebuildUnderWrites(t *testing.T, local bool) {
 		t.Error("no event was written during the rebuild")
 	}
 }
+
+// TestTwoRunnersApplyOnce runs two runners of the same version at once:
+// the forward-only checkpoint makes the later commit of each batch roll
+// back (ErrAlreadyApplied), so the read model still equals the fold.
+func TestTwoRunnersApplyOnce(t *testing.T) {
+	s, b := openPG(t)
+	load(t, s, 10, 20, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var runners []*projection.Runner
+	done := make(chan error, 2)
+	for range 2 {
+		p, err := pgprojection.Projection(s, projection.Projection{Name: "counts", Version: 1, Filter: counted}, counts(b.Schema(), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := projection.NewRunner(s, p, projection.Config{PageSize: 7, LocalFilter: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runners = append(runners, r)
+		go func() { done <- r.Run(ctx) }()
+	}
+	for _, r := range runners {
+		<-r.Live()
+	}
+	cancel()
+	for range runners {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, _ := s.LastPosition(context.Background())
+	if cp := checkExact(t, s, b.Pool(), b.Schema(), 1); cp != head {
+		t.Fatalf("checkpoint %v, want the head %v", cp, head)
+	}
+}
