@@ -95,7 +95,8 @@ func TestDependencyRules(t *testing.T) {
 		}
 		// The rules above could not fail if the sub-packages did not
 		// import what the packages above them must not.
-		if rel == "delivery/natssink" && !has(pkg, "github.com/nats-io/nats.go") || rel == "delivery/webhook" && !has(pkg, "net/http") {
+		if rel == "delivery/natssink" && !has(pkg, "github.com/nats-io/nats.go") || rel == "delivery/webhook" && !has(pkg, "net/http") ||
+			rel == "projection/pgprojection" && !has(pkg, "github.com/jackc/pgx/v5") {
 			t.Errorf("%s no longer imports its transport: the check proves nothing", rel)
 		}
 		// The faster codec is opt-in: aggregate keeps encoding/json.
@@ -108,7 +109,7 @@ func TestDependencyRules(t *testing.T) {
 		// Change data capture is opt-in: neither the root nor a backend
 		// compiles in pgcdc or its replication client.
 		if pkg == module || strings.HasPrefix(rel, "backend/") {
-			for _, b := range []string{module + "/cdc", "github.com/jackc/pglogrepl"} {
+			for _, b := range []string{module + "/cdc", "github.com/jackc/pglogrepl", module + "/projection"} {
 				if has(pkg, b) {
 					t.Errorf("%s imports %s", rel, b)
 				}

@@ -1,0 +1,130 @@
+// Package projection keeps read models up to date from the events of a
+// store. A [Projection] has a name, a version, a [varve.Filter] and a
+// handler over batches of events; a [Runner] runs it as a managed
+// subscription: it catches up over the store's filtered reads of $all, then
+// follows new events, in batches, and saves its checkpoint after each batch
+// under a name derived from the projection's name and version.
+//
+// # Delivery guarantees
+//
+// With a [Handler], the checkpoint is saved after the handler returns: a
+// crash between the two hands the batch to the handler again on restart.
+// This is at-least-once, on every backend (memory, SQLite, PostgreSQL,
+// NATS): handlers must be idempotent. With a [CommitFunc] the projection
+// saves the checkpoint itself, in the transaction of its read-model writes;
+// package pgprojection builds one for PostgreSQL, which gives exactly-once
+// read models.
+//
+// # Failures
+//
+// A handler error is retried with back-off. When a batch keeps failing its
+// events are retried one at a time to find the poison event, which is
+// parked in a system stream ([Park]) or stops the projection ([Stop]),
+// by configuration; an event is never skipped silently.
+//
+// # Versions and rebuilds
+//
+// Each version has its own checkpoint, so a new version builds from the
+// beginning of the log (its Batches have Replaying set for the events that
+// were in the log when it started) while the old one keeps serving. A
+// runner with [Config.Promote] makes its version current ([SetCurrent])
+// when it has caught up with the head of the log; readers ask [Current]
+// which version's read model to serve.
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/varve-go/varve"
+)
+
+// Batch is what a handler gets: events of the projection's filter in
+// position order, and the position the projection has gone through once
+// they are handled.
+type Batch struct {
+	Events []varve.RecordedEvent
+	// Through is the position the projection's checkpoint moves to when the
+	// batch is handled; it may be past the last event (events that did not
+	// match were passed over).
+	Through varve.Position
+	// Replaying is true when every event of the batch was in the log before
+	// this version of the projection first started: the handler is
+	// rebuilding, and should not fire side effects (e-mails, webhooks).
+	Replaying bool
+	// Version is the projection's version, for handlers that pick their
+	// target (a table per version) by it.
+	Version int
+}
+
+// Handler applies a batch to a read model. The runner saves the checkpoint
+// after it returns nil (at-least-once).
+type Handler func(ctx context.Context, b Batch) error
+
+// CommitFunc applies a batch and saves checkpoint at b.Through in the same
+// transaction, so that both commit or neither does (exactly-once). The
+// checkpoint must be readable through the store's checkpoints
+// ([varve.Store.Checkpoints]) under the name given.
+type CommitFunc func(ctx context.Context, checkpoint string, b Batch) error
+
+// Projection describes one version of a read model.
+type Projection struct {
+	// Name identifies the projection across versions.
+	Name string
+	// Version starts at 1; a new version rebuilds from the start of the log.
+	Version int
+	// Filter selects the events the handler sees.
+	Filter varve.Filter
+	// Handle applies a batch; exactly one of Handle and Commit is set.
+	Handle Handler
+	// Commit applies a batch and saves the checkpoint itself.
+	Commit CommitFunc
+}
+
+// MaxNameLen bounds a projection's name, so that the names derived from it
+// are valid checkpoint names and stream ids.
+const MaxNameLen = 120
+
+func (p Projection) check() error {
+	if len(p.Name) == 0 || len(p.Name) > MaxNameLen {
+		return fmt.Errorf("%w: projection name must be 1..%d bytes", varve.ErrInvalidArgument, MaxNameLen)
+	}
+	if err := varve.CheckName(p.Name); err != nil {
+		return err
+	}
+	if p.Version < 1 {
+		return fmt.Errorf("%w: projection %q: version %d, must be at least 1", varve.ErrInvalidArgument, p.Name, p.Version)
+	}
+	if (p.Handle == nil) == (p.Commit == nil) {
+		return fmt.Errorf("%w: projection %q: set exactly one of Handle and Commit", varve.ErrInvalidArgument, p.Name)
+	}
+	return nil
+}
+
+// CheckpointName is the name of the checkpoint of version of projection
+// name.
+func CheckpointName(name string, version int) string {
+	return "projection-" + name + "-v" + strconv.Itoa(version)
+}
+
+func originName(name string, version int) string { return CheckpointName(name, version) + "-origin" }
+
+// ParkedStream is the system stream where the poison events of projection
+// name are parked.
+func ParkedStream(name string) string { return varve.SystemPrefix + "projection-parked-" + name }
+
+// ControlStream is the system stream that records the current version of
+// projection name.
+func ControlStream(name string) string { return varve.SystemPrefix + "projection-" + name }
+
+// ErrApplied is returned by a [CommitFunc] that finds its checkpoint at or
+// past the batch: the batch's writes are already committed with it (by an
+// earlier attempt whose commit was acknowledged late, or by another runner).
+// The runner counts the batch as handled.
+var ErrApplied = errors.New("projection: batch already applied")
+
+// ErrStopped is returned by [Runner.Run] when a poison event stopped the
+// projection under the [Stop] policy.
+var ErrStopped = errors.New("projection: stopped on a poison event")

@@ -1,0 +1,555 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/subscription"
+)
+
+// Policy says what a runner does with a poison event: one whose handling
+// still fails after every retry.
+type Policy uint8
+
+const (
+	// Stop stops the projection: Run returns an error wrapping ErrStopped
+	// and the handler's error, and the state is Failed. The next Run tries
+	// the event again. It is the default.
+	Stop Policy = iota
+	// Park appends the event to the projection's parked stream
+	// ([ParkedStream]) with the error, then moves past it.
+	Park
+)
+
+// State is what a runner is doing.
+type State uint8
+
+const (
+	// Idle: Run was not called yet, or returned.
+	Idle State = iota
+	// CatchingUp: the runner reads events that were in the log when it
+	// started.
+	CatchingUp
+	// Live: the runner has reached the head of the log and follows it.
+	Live
+	// Paused: Pause was called.
+	Paused
+	// Failed: Run returned an error.
+	Failed
+)
+
+func (s State) String() string {
+	return [...]string{"idle", "catching-up", "live", "paused", "failed"}[s]
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Status is a snapshot of a runner.
+type Status struct {
+	Name    string
+	Version int
+	State   State
+	// Position is the checkpoint: everything up to it is handled.
+	Position varve.Position
+	// Head is the last position of the log when it was last looked at.
+	Head varve.Position
+	// Lag is the number of events (of any stream) between Position and
+	// Head, on backends whose positions count events (memory, SQLite,
+	// NATS); -1 where they do not (PostgreSQL).
+	Lag int64
+	// Rate is the events handled per second over the last batches.
+	Rate float64
+	// Handled counts the events handled by this runner; Parked the events
+	// it parked.
+	Handled, Parked int64
+	// LastError is the last handler or read error, "" when none.
+	LastError string
+}
+
+// Defaults of a [Config].
+const (
+	DefaultAttempts   = 5
+	DefaultMinBackoff = 10 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// Config tunes a [Runner]. The zero Config is usable.
+type Config struct {
+	// PageSize is the most events of one batch; default the store's.
+	PageSize int
+	// Attempts is how many times a failing batch, then each of its events,
+	// is tried before the event counts as poison; default 5.
+	Attempts int
+	// MinBackoff and MaxBackoff bound the delay between attempts.
+	MinBackoff, MaxBackoff time.Duration
+	// Poison says what happens to a poison event.
+	Poison Policy
+	// Promote makes the projection's version current ([SetCurrent]) when
+	// it first reaches the head of the log, unless that version or a later
+	// one is current already: the switch-over of a rebuild.
+	Promote bool
+	// MinPoll and MaxPoll bound the polling of a live runner on backends
+	// that cannot notify (see package subscription).
+	MinPoll, MaxPoll time.Duration
+	// LocalFilter reads every event of the log and filters in the process
+	// instead of pushing the filter down to the backend's filtered reads.
+	// It is slower for a sparse filter. On PostgreSQL, use it for now: its
+	// filtered reads can pass over events while transactions that write no
+	// events commit concurrently (a projection's own, say), which
+	// TestRebuildUnderWrites in pgprojection shows.
+	LocalFilter bool
+	// Checkpoints keeps the checkpoints; nil means the store's own, or
+	// process memory on a backend without them. A projection with a
+	// CommitFunc needs the store's own.
+	Checkpoints varve.CheckpointStore
+}
+
+// Runner runs one version of a projection. Its methods are safe for
+// concurrent use; Run runs at most once at a time.
+type Runner struct {
+	store *varve.Store
+	p     Projection
+	cfg   Config
+	cps   varve.CheckpointStore
+	retry backoff.Exponential
+
+	mu     sync.Mutex
+	st     Status
+	paused bool
+	resume chan struct{}
+	// wake ends the wait of a live runner for new events, so that Pause
+	// takes effect at once.
+	wake    context.CancelFunc
+	running bool
+	rateAt  time.Time
+	rateN   int64
+
+	live     chan struct{}
+	liveOnce sync.Once
+}
+
+// NewRunner returns a runner of p over store.
+func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
+	if store == nil {
+		return nil, fmt.Errorf("projection: nil store: %w", varve.ErrInvalidArgument)
+	}
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	if cfg.PageSize < 0 || cfg.Attempts < 0 || cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 {
+		return nil, fmt.Errorf("projection %q: %w: negative setting", p.Name, varve.ErrInvalidArgument)
+	}
+	if cfg.Attempts == 0 {
+		cfg.Attempts = DefaultAttempts
+	}
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	cps := cfg.Checkpoints
+	if cps == nil {
+		if c := store.Checkpoints(); c.Supported() {
+			cps = storeCheckpoints{c}
+		} else if p.Commit != nil {
+			return nil, fmt.Errorf("projection %q: %w: a CommitFunc needs the store's checkpoints", p.Name, varve.ErrNotSupported)
+		} else {
+			cps = subscription.NewMemoryCheckpoints()
+		}
+	}
+	r := &Runner{store: store, p: p, cfg: cfg, cps: cps,
+		retry: backoff.Exponential{Initial: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}}
+	r.st = Status{Name: p.Name, Version: p.Version, Lag: -1}
+	r.live = make(chan struct{})
+	return r, nil
+}
+
+type storeCheckpoints struct{ c varve.Checkpoints }
+
+func (s storeCheckpoints) SaveCheckpoint(ctx context.Context, name string, pos varve.Position) error {
+	return s.c.Save(ctx, name, pos)
+}
+
+func (s storeCheckpoints) LoadCheckpoint(ctx context.Context, name string) (varve.Position, bool, error) {
+	return s.c.Load(ctx, name)
+}
+
+// Status returns the runner's status.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+// Live returns a channel closed when the runner first reaches the head of
+// the log: every event committed before it started is handled.
+func (r *Runner) Live() <-chan struct{} { return r.live }
+
+// Pause makes Run stop handling after the batch in hand, until Resume.
+func (r *Runner) Pause() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.paused {
+		r.paused, r.resume = true, make(chan struct{})
+		if r.wake != nil {
+			r.wake()
+		}
+	}
+}
+
+// Resume undoes Pause.
+func (r *Runner) Resume() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paused {
+		r.paused = false
+		close(r.resume)
+	}
+}
+
+func (r *Runner) set(f func(*Status)) {
+	r.mu.Lock()
+	f(&r.st)
+	r.mu.Unlock()
+}
+
+// origin returns the head of the log when this version first started:
+// the events up to it are a replay. It is saved beside the checkpoint.
+func (r *Runner) origin(ctx context.Context) (varve.Position, error) {
+	name := originName(r.p.Name, r.p.Version)
+	pos, ok, err := r.cps.LoadCheckpoint(ctx, name)
+	if err != nil || ok {
+		return pos, err
+	}
+	if pos, err = r.store.LastPosition(ctx); err != nil {
+		return pos, err
+	}
+	return pos, r.cps.SaveCheckpoint(ctx, name, pos)
+}
+
+// Run runs the projection until ctx ends (it then returns nil) or a poison
+// event stops it. A read error or a failure to save the checkpoint is
+// returned, with the state Failed; Run may be called again.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	r.mu.Lock()
+	if r.running {
+		r.mu.Unlock()
+		return fmt.Errorf("projection %q: %w: already running", r.p.Name, varve.ErrInvalidArgument)
+	}
+	r.running = true
+	r.mu.Unlock()
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			err = nil
+		}
+		r.set(func(s *Status) {
+			s.State = Idle
+			if err != nil {
+				s.State, s.LastError = Failed, err.Error()
+			}
+		})
+		r.mu.Lock()
+		r.running = false
+		r.mu.Unlock()
+	}()
+	return r.run(ctx)
+}
+
+func (r *Runner) run(ctx context.Context) error {
+	origin, err := r.origin(ctx)
+	if err != nil {
+		return fmt.Errorf("projection %q: origin: %w", r.p.Name, err)
+	}
+	sc := subscription.Config{
+		Name:           CheckpointName(r.p.Name, r.p.Version),
+		Categories:     r.p.Filter.Categories,
+		EventTypes:     r.p.Filter.Types,
+		StreamPrefixes: r.p.Filter.StreamPrefixes,
+		PageSize:       r.cfg.PageSize,
+		MinPoll:        r.cfg.MinPoll,
+		MaxPoll:        r.cfg.MaxPoll,
+		Checkpoints:    r.cps,
+	}
+	if r.cfg.LocalFilter {
+		sc.Categories, sc.EventTypes, sc.StreamPrefixes = nil, nil, nil
+	}
+	sub, err := subscription.Open(ctx, r.store, sc)
+	if err != nil {
+		return fmt.Errorf("projection %q: %w", r.p.Name, err)
+	}
+	start, _ := sub.StartPosition()
+	r.set(func(s *Status) { s.Position, s.State = start, CatchingUp })
+	// The head is looked at again when the runner reaches the last one
+	// seen (it is live when it is still there), and at most once a second
+	// for the lag otherwise: not once per batch.
+	live := false
+	var head varve.Position
+	var headAt time.Time
+	sample := func() error {
+		h, err := r.store.LastPosition(ctx)
+		if err != nil {
+			return fmt.Errorf("projection %q: %w", r.p.Name, err)
+		}
+		head, headAt = h, time.Now()
+		r.set(func(s *Status) { s.Head, s.Lag = h, lag(s.Position, h) })
+		return nil
+	}
+	if err := sample(); err != nil {
+		return err
+	}
+	for {
+		if err := r.waitResumed(ctx, live); err != nil {
+			return err
+		}
+		switch {
+		case !live && !sub.Position().Less(head):
+			if err := sample(); err != nil {
+				return err
+			}
+			if !sub.Position().Less(head) {
+				if err := r.goLive(ctx); err != nil {
+					return err
+				}
+				live = true
+			}
+		case time.Since(headAt) >= time.Second:
+			if err := sample(); err != nil {
+				return err
+			}
+		}
+		nctx, wake := context.WithCancel(ctx)
+		r.mu.Lock()
+		r.wake = wake
+		if r.paused {
+			wake()
+		}
+		r.mu.Unlock()
+		b, err := sub.Next(nctx)
+		wake()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+			continue // paused while waiting
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.handle(ctx, b, origin); err != nil {
+			return err
+		}
+	}
+}
+
+// goLive records that the runner reached the head of the log, and makes
+// its version current under Config.Promote.
+func (r *Runner) goLive(ctx context.Context) error {
+	r.set(func(s *Status) { s.State = Live })
+	r.liveOnce.Do(func() { close(r.live) })
+	if !r.cfg.Promote {
+		return nil
+	}
+	return r.promote(ctx)
+}
+
+func (r *Runner) promote(ctx context.Context) error {
+	cur, ok, err := Current(ctx, r.store, r.p.Name)
+	if err != nil || (ok && cur >= r.p.Version) {
+		return err
+	}
+	return SetCurrent(ctx, r.store, r.p.Name, r.p.Version)
+}
+
+func (r *Runner) waitResumed(ctx context.Context, live bool) error {
+	r.mu.Lock()
+	paused, resume := r.paused, r.resume
+	if paused {
+		r.st.State = Paused
+	}
+	r.mu.Unlock()
+	if !paused {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-resume:
+	}
+	r.set(func(s *Status) {
+		s.State = CatchingUp
+		if live {
+			s.State = Live
+		}
+	})
+	return nil
+}
+
+func lag(pos, head varve.Position) int64 {
+	if pos.Commit != 0 || head.Commit != 0 {
+		return -1
+	}
+	if head.Seq <= pos.Seq {
+		return 0
+	}
+	return int64(head.Seq - pos.Seq)
+}
+
+// handle handles one batch read from the subscription, split where it
+// crosses the origin, so that Replaying is exact.
+func (r *Runner) handle(ctx context.Context, b subscription.Batch, origin varve.Position) error {
+	evs := b.Events
+	if r.cfg.LocalFilter && !r.p.Filter.IsZero() {
+		sep := r.store.Config().CategorySeparator
+		evs = slices.DeleteFunc(evs, func(e varve.RecordedEvent) bool { return !r.p.Filter.Match(&e, sep) })
+	}
+	i := 0
+	for i < len(evs) && !origin.Less(evs[i].Position) {
+		i++
+	}
+	if i > 0 && i < len(evs) {
+		if err := r.apply(ctx, Batch{Events: evs[:i], Through: evs[i-1].Position, Replaying: true}); err != nil {
+			return err
+		}
+		evs, i = evs[i:], 0
+	}
+	replay := i == len(evs) && (len(evs) > 0 || !origin.Less(b.Through))
+	return r.apply(ctx, Batch{Events: evs, Through: b.Through, Replaying: replay})
+}
+
+// apply handles a batch and moves the checkpoint to its end, retrying
+// with back-off; a batch that keeps failing is handled event by event to
+// find the poison one.
+func (r *Runner) apply(ctx context.Context, b Batch) error {
+	b.Version = r.p.Version
+	if len(b.Events) == 0 && r.p.Commit == nil {
+		if err := r.save(ctx, b.Through); err != nil {
+			return err
+		}
+		r.done(b)
+		return nil
+	}
+	err := r.attempts(ctx, b)
+	if err == nil || len(b.Events) <= 1 {
+		if err != nil && ctx.Err() == nil {
+			return r.poison(ctx, b, err)
+		}
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for i := range b.Events {
+		one := Batch{Events: b.Events[i : i+1], Through: b.Events[i].Position, Replaying: b.Replaying, Version: b.Version}
+		if i == len(b.Events)-1 {
+			one.Through = b.Through
+		}
+		if err := r.apply(ctx, one); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attempts tries b up to Attempts times; it returns the last error.
+func (r *Runner) attempts(ctx context.Context, b Batch) error {
+	var err error
+	for n := 1; ; n++ {
+		if err = r.once(ctx, b); err == nil || errors.Is(err, ErrApplied) {
+			r.done(b)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.set(func(s *Status) { s.LastError = err.Error() })
+		if n >= r.cfg.Attempts {
+			return err
+		}
+		if serr := backoff.Sleep(ctx, r.retry.Delay(n)); serr != nil {
+			return serr
+		}
+	}
+}
+
+// done records a handled batch in the status.
+func (r *Runner) done(b Batch) {
+	t := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Position = b.Through
+	r.st.Lag = lag(b.Through, r.st.Head)
+	r.st.Handled += int64(len(b.Events))
+	r.rateN += int64(len(b.Events))
+	if d := t.Sub(r.rateAt); r.rateAt.IsZero() || d >= time.Second {
+		if !r.rateAt.IsZero() {
+			r.st.Rate = float64(r.rateN) / d.Seconds()
+		}
+		r.rateAt, r.rateN = t, 0
+	}
+}
+
+func (r *Runner) once(ctx context.Context, b Batch) error {
+	name := CheckpointName(r.p.Name, r.p.Version)
+	if r.p.Commit != nil {
+		return r.p.Commit(ctx, name, b)
+	}
+	if len(b.Events) > 0 {
+		if err := r.p.Handle(ctx, b); err != nil {
+			return err
+		}
+	}
+	return r.save(ctx, b.Through)
+}
+
+// save saves the checkpoint of a handled batch, even when ctx has just
+// ended.
+func (r *Runner) save(ctx context.Context, pos varve.Position) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.cps.SaveCheckpoint(sctx, CheckpointName(r.p.Name, r.p.Version), pos); err != nil {
+		return fmt.Errorf("projection %q: save checkpoint: %w", r.p.Name, err)
+	}
+	return nil
+}
+
+// Parked is the data of an event parked in a [ParkedStream].
+type Parked struct {
+	Version  int            `json:"version"`
+	Stream   string         `json:"stream"`
+	EventID  string         `json:"event_id"`
+	Type     string         `json:"type"`
+	Position varve.Position `json:"position"`
+	Error    string         `json:"error"`
+	// Data is the poison event's data.
+	Data []byte `json:"data"`
+}
+
+// ParkedType is the type of the events of a parked stream. Each holds a
+// [Parked] as JSON.
+const ParkedType = "projection.parked"
+
+func (r *Runner) poison(ctx context.Context, b Batch, cause error) error {
+	e := b.Events[0]
+	if r.cfg.Poison != Park {
+		return fmt.Errorf("projection %q: %w: %s@%d (position %v): %w", r.p.Name, ErrStopped, e.Stream, e.Version, e.Position, cause)
+	}
+	data, _ := json.Marshal(Parked{Version: r.p.Version, Stream: e.Stream, EventID: e.ID.String(), Type: e.Type, Position: e.Position, Error: cause.Error(), Data: e.Data})
+	ev := varve.NewEvent(ParkedType, data)
+	if _, err := r.store.System().Append(ctx, ParkedStream(r.p.Name), varve.Any, ev); err != nil {
+		return fmt.Errorf("projection %q: park %s@%d: %w (handler: %w)", r.p.Name, e.Stream, e.Version, err, cause)
+	}
+	// The parked event is passed over: the checkpoint moves past it (on
+	// the transactional path, with an empty batch).
+	skip := Batch{Through: b.Through, Replaying: b.Replaying, Version: b.Version}
+	if err := r.attempts(ctx, skip); err != nil {
+		return err
+	}
+	r.set(func(s *Status) { s.Parked++ })
+	return nil
+}
