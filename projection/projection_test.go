@@ -16,15 +16,12 @@ import (
 	"github.com/varve-go/varve/projection"
 )
 
-// eachBackend runs f as a parallel subtest per backend. On PostgreSQL the
-// runners filter locally (base.LocalFilter): its filtered reads can pass
-// over events while transactions that write no events (checkpoint saves)
-// commit concurrently, and TestRebuild then misses events; see
-// TestRebuildUnderWrites in pgprojection.
+// eachBackend runs f as a parallel subtest per backend, filters pushed
+// down.
 func eachBackend(t *testing.T, f func(t *testing.T, s *varve.Store, base projection.Config)) {
 	t.Helper()
 	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
-		f(t, k.Open(t, varve.Config{}), projection.Config{LocalFilter: k.Name == "postgres"})
+		f(t, k.Open(t, varve.Config{}), projection.Config{})
 	})
 }
 

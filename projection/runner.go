@@ -101,10 +101,7 @@ type Config struct {
 	MinPoll, MaxPoll time.Duration
 	// LocalFilter reads every event of the log and filters in the process
 	// instead of pushing the filter down to the backend's filtered reads.
-	// It is slower for a sparse filter. On PostgreSQL, use it for now: its
-	// filtered reads can pass over events while transactions that write no
-	// events commit concurrently (a projection's own, say), which
-	// TestRebuildUnderWrites in pgprojection shows.
+	// It is slower for a sparse filter; tests use it as the reference.
 	LocalFilter bool
 	// Checkpoints keeps the checkpoints; nil means the store's own, or
 	// process memory on a backend without them. A projection with a

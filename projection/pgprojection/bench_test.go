@@ -58,7 +58,7 @@ func BenchmarkProject(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r, err := projection.NewRunner(s, p, projection.Config{PageSize: page, LocalFilter: true})
+			r, err := projection.NewRunner(s, p, projection.Config{PageSize: page})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -31,6 +31,6 @@ ON CONFLICT (stream) DO UPDATE SET n = t.n + 1`, e.Stream)
 	if err != nil {
 		return
 	}
-	r, _ := projection.NewRunner(store, p, projection.Config{LocalFilter: true})
+	r, _ := projection.NewRunner(store, p, projection.Config{})
 	_ = r.Run(ctx)
 }

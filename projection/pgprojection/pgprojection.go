@@ -18,10 +18,6 @@
 // batch and rolls back with [ErrAlreadyApplied], so that no batch is
 // applied twice; the runner moves on. Run one runner per version (say with
 // a lease) all the same: a second one only repeats the reads.
-//
-// Set [projection.Config.LocalFilter] for now: PostgreSQL's filtered reads
-// can pass over events while transactions that write no events, such as
-// these, commit concurrently (TestRebuildUnderWrites).
 package pgprojection
 
 import (
