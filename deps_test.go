@@ -52,6 +52,12 @@ func TestDependencyRules(t *testing.T) {
 			t.Errorf("the root package depends on %s", d)
 		}
 	}
+	// The tests' browser is for tests: no package depends on it.
+	for pkg := range deps {
+		if pkg != module+"/internal/browsertest" && has(pkg, module+"/internal/browsertest") {
+			t.Errorf("%s depends on internal/browsertest, which only tests may import", pkg)
+		}
+	}
 	// OpenTelemetry is opt-in: only otelvarve (and what imports it) compiles
 	// it, never the root, a backend or the layers above the store.
 	layers := []string{module, module + "/aggregate", module + "/subscription", module + "/delivery",

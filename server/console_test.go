@@ -4,127 +4,39 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/internal/browsertest"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/server"
 )
 
-// chromium returns Debian's headless browser, installing it with
-// scripts/chromium.sh when it is missing under CI. Without CI a missing
-// browser skips the test, loudly.
-func chromium(t *testing.T) string {
-	t.Helper()
-	find := func() string {
-		for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(b); err == nil {
-				return p
-			}
-		}
-		return ""
-	}
-	if p := find(); p != "" {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		out, err := exec.Command("bash", "../scripts/chromium.sh").CombinedOutput()
-		if p := find(); p != "" {
-			return p
-		}
-		t.Fatalf("CI=true and no chromium: scripts/chromium.sh could not install it (%v):\n%s", err, out)
-	}
-	t.Skip("SKIPPED LOUDLY: no chromium to drive the console with; run scripts/chromium.sh (or make services) to install Debian's package")
-	return ""
-}
-
-// browser is a headless Chromium tab and what its pages logged as
-// problems: uncaught exceptions, console errors, log entries of level
-// error (policy violations, failed loads).
+// browser is a headless Chromium tab (internal/browsertest) and where its
+// screenshots go.
 type browser struct {
-	t        *testing.T
-	ctx      context.Context
-	shots    string
-	mu       sync.Mutex
-	problems []string
+	*browsertest.Tab
+	t     *testing.T
+	ctx   context.Context
+	shots string
 }
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	exe := chromium(t)
-	profile, err := os.MkdirTemp("", "varve-console-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Chromium's children may still write there for a moment.
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 860), chromedp.Flag("hide-scrollbars", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		cancelTime()
-		cancelTab()
-		cancelAlloc()
-	})
-	b := &browser{t: t, ctx: ctx, shots: os.Getenv("VARVE_SCREENSHOTS")}
+	tab := browsertest.Open(t, "drive the console with", 1280, 860)
+	b := &browser{Tab: tab, t: t, ctx: tab.Ctx, shots: os.Getenv("VARVE_SCREENSHOTS")}
 	if b.shots == "" {
 		b.shots = t.TempDir()
-	}
-	err = chromedp.Listen(ctx, func(ev any) {
-		var p string
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			p = "exception: " + e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				p += " " + e.ExceptionDetails.Exception.Description
-			}
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError {
-				p = "console.error"
-				for _, a := range e.Args {
-					p += fmt.Sprintf(" %s", a.Value)
-				}
-			}
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError {
-				p = "log: " + e.Entry.Text + " " + e.Entry.URL
-			}
-		}
-		if p != "" {
-			b.mu.Lock()
-			b.problems = append(b.problems, p)
-			b.mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, log.Enable, struct{}{}); err != nil {
-		t.Fatalf("start chromium (%s): %v", exe, err)
 	}
 	return b
 }
 
-// do runs actions, failing the test with what the page logged.
 func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	if err := chromedp.Do(b.ctx, actions...); err != nil {
@@ -165,11 +77,7 @@ func (b *browser) shot(name string) {
 	}
 }
 
-func (b *browser) logged() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.problems...)
-}
+func (b *browser) logged() []string { return b.Problems() }
 
 // report is a page in the shape of the lab's HTML reports: inline style
 // and SVG, no script.
@@ -221,9 +129,7 @@ func TestConsole(t *testing.T) {
 	if p := b.logged(); len(p) != 1 || !strings.Contains(p[0], "401") {
 		t.Fatalf("the page logged %v", p)
 	}
-	b.mu.Lock()
-	b.problems = nil
-	b.mu.Unlock()
+	b.Forget()
 	// The form is new: its field is empty.
 	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))

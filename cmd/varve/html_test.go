@@ -10,33 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/varve-go/varve/internal/browsertest"
 )
 
-// chromium returns the headless browser, installing Debian's package with
-// scripts/chromium.sh when it is missing under CI. Without CI a missing
-// browser skips the test, loudly.
 func chromium(t *testing.T) string {
 	t.Helper()
-	find := func() string {
-		for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(b); err == nil {
-				return p
-			}
-		}
-		return ""
-	}
-	if p := find(); p != "" {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		out, err := exec.Command("bash", "../../scripts/chromium.sh").CombinedOutput()
-		if p := find(); p != "" {
-			return p
-		}
-		t.Fatalf("CI=true and no chromium: scripts/chromium.sh could not install it (%v):\n%s", err, out)
-	}
-	t.Skip("SKIPPED LOUDLY: no chromium to render the HTML reports with; run scripts/chromium.sh (or make services) to install Debian's package")
-	return ""
+	return browsertest.Chromium(t, "render the HTML reports with")
 }
 
 // render loads page in headless Chromium, saves a screenshot beside it and

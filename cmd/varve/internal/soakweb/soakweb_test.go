@@ -3,7 +3,6 @@ package soakweb
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -11,41 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-)
 
-// chromium returns Debian's headless browser, installing it with
-// scripts/chromium.sh when it is missing under CI. Without CI a missing
-// browser skips the test, loudly.
-func chromium(t *testing.T) string {
-	t.Helper()
-	find := func() string {
-		for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(b); err == nil {
-				return p
-			}
-		}
-		return ""
-	}
-	if p := find(); p != "" {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		out, err := exec.Command("bash", "../../../../scripts/chromium.sh").CombinedOutput()
-		if p := find(); p != "" {
-			return p
-		}
-		t.Fatalf("CI=true and no chromium: scripts/chromium.sh could not install it (%v):\n%s", err, out)
-	}
-	t.Skip("SKIPPED LOUDLY: no chromium to run the browser soak in; run scripts/chromium.sh (or make services) to install Debian's package")
-	return ""
-}
+	"github.com/varve-go/varve/internal/browsertest"
+)
 
 // serve builds the module, serves it on loopback and returns its URL.
 func serve(t *testing.T) (*Server, string) {
@@ -78,80 +49,20 @@ func serve(t *testing.T) (*Server, string) {
 	return srv, "http://" + ln.Addr().String() + "/"
 }
 
-// tab is a headless Chromium tab and the problems its page logged.
+// tab is a headless Chromium tab (internal/browsertest).
 type tab struct {
-	t        *testing.T
-	ctx      context.Context
-	mu       sync.Mutex
-	problems []string
+	*browsertest.Tab
+	t   *testing.T
+	ctx context.Context
 }
 
 func newTab(t *testing.T) *tab {
 	t.Helper()
-	exe := chromium(t)
-	profile, err := os.MkdirTemp("", "varve-soakweb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 { // Chromium's children may still write there for a moment.
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(profile), chromedp.WindowSize(1000, 900), chromedp.Flag("hide-scrollbars", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		cancelTime()
-		cancelTab()
-		cancelAlloc()
-	})
-	b := &tab{t: t, ctx: ctx}
-	err = chromedp.Listen(ctx, func(ev any) {
-		var p string
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			p = "exception: " + e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				p += " " + e.ExceptionDetails.Exception.Description
-			}
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError {
-				p = "console.error"
-				for _, a := range e.Args {
-					p += fmt.Sprintf(" %s", a.Value)
-				}
-			}
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError {
-				p = "log: " + e.Entry.Text + " " + e.Entry.URL
-			}
-		}
-		if p != "" {
-			b.mu.Lock()
-			b.problems = append(b.problems, p)
-			b.mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, log.Enable, struct{}{}); err != nil {
-		t.Fatalf("start chromium (%s): %v", exe, err)
-	}
-	return b
+	b := browsertest.Open(t, "run the browser soak in", 1000, 900)
+	return &tab{Tab: b, t: t, ctx: b.Ctx}
 }
 
-func (b *tab) logged() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.problems...)
-}
+func (b *tab) logged() []string { return b.Problems() }
 
 // run opens url and waits up to limit for the module's result, which it
 // returns as JSON.
