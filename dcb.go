@@ -195,14 +195,7 @@ func (s *Store) ReadQueryPage(ctx context.Context, q Query, after Position, buf 
 	page := AllPage{Events: buf, Through: after}
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
-		var through Position
-		start := len(buf)
-		n := o.pageLen()
-		page.Events, through, err = s.tags.ReadQuery(rctx, QueryRequest{After: after, Limit: n, Query: q}, buf)
-		if k := len(page.Events); err == nil && k > start && (k-start == n || through.Less(page.Events[k-1].Position)) {
-			through = page.Events[k-1].Position
-		}
-		page.Through = laterOf(after, through)
+		page.Events, page.Through, err = s.readQuery(rctx, after, o.pageLen(), q, buf)
 		err = readErr(rctx, err)
 		stop()
 	}
@@ -234,19 +227,22 @@ func (s *Store) ReadQuery(ctx context.Context, q Query, after Position, opts ...
 		pos := after
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
-				start := len(buf)
-				page, through, err := s.tags.ReadQuery(ctx, QueryRequest{After: pos, Limit: n, Query: q}, buf)
-				switch k := len(page); {
-				case err != nil:
-				case k-start == n:
-					pos = page[k-1].Position
-				case k > start:
-					pos = laterOf(laterOf(pos, through), page[k-1].Position)
-				default:
-					pos = laterOf(pos, through)
-				}
+				page, through, err := s.readQuery(ctx, pos, n, q, buf)
+				pos = through
 				return page, err
 			},
 			func(*RecordedEvent) bool { return true })
 	}
+}
+
+// readQuery reads one page of at most n events after after that match q.
+// A page shorter than n means that nothing else matches now; its through
+// is then the position the backend read through, else its last event.
+func (s *Store) readQuery(ctx context.Context, after Position, n int, q Query, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+	start := len(buf)
+	out, through, err := s.tags.ReadQuery(ctx, QueryRequest{After: after, Limit: n, Query: q}, buf)
+	if err != nil {
+		return out, after, err
+	}
+	return out, pageThrough(after, through, out, start, n), nil
 }

@@ -186,10 +186,7 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n int, f Filte
 		if err != nil {
 			return out, after, err
 		}
-		if k := len(out); k > start && (k-start == n || through.Less(out[k-1].Position)) {
-			through = out[k-1].Position
-		}
-		return out, laterOf(after, through), nil
+		return out, pageThrough(after, through, out, start, n), nil
 	}
 	return s.scanFiltered(ctx, after, n, f, buf)
 }
@@ -226,6 +223,17 @@ func (s *Store) scanFiltered(ctx context.Context, after Position, n int, f Filte
 			return buf, after, nil
 		}
 	}
+}
+
+// pageThrough is the through of a page of a capability's read that asked
+// for n events after after and appended out[start:]: the last event of a
+// full page (where the backend's through is not asked for), else the
+// backend's through, never before the last event or after.
+func pageThrough(after, through Position, out []RecordedEvent, start, n int) Position {
+	if k := len(out); k > start && (k-start == n || through.Less(out[k-1].Position)) {
+		through = out[k-1].Position
+	}
+	return laterOf(after, through)
 }
 
 func laterOf(p, q Position) Position {

@@ -98,7 +98,6 @@ func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve
 			fenced.renew(l)
 		}
 	})
-	defer renewed.Wait()
 	cfg.Checkpoints = fenced
 	sub, err := Open(hctx, store, cfg)
 	if err == nil {
