@@ -52,6 +52,10 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		q.Set("after", id)
 	}
+	shuttingDown := &apiError{status: http.StatusServiceUnavailable, code: "shutting_down", msg: "the server is shutting down"}
+	if s.life.Err() != nil {
+		return shuttingDown
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.life, cancel)()
@@ -61,11 +65,11 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
 	if err == nil && q.Get("after") == "" {
 		after, err = s.store.LastPosition(startCtx)
 	}
+	if s.life.Err() != nil {
+		return shuttingDown // a Close during the start cancels its read
+	}
 	if err != nil {
 		return err
-	}
-	if s.life.Err() != nil {
-		return &apiError{status: http.StatusServiceUnavailable, code: "shutting_down", msg: "the server is shutting down"}
 	}
 	if n := s.followers.Add(1); n > int64(s.cfg.MaxFollowers) {
 		s.followers.Add(-1)
