@@ -56,6 +56,9 @@ type LeaseStore interface {
 	// SaveCheckpointFenced saves pos under name unless the lease has a
 	// token newer than token, which gives ErrLeaseLost and saves nothing.
 	SaveCheckpointFenced(ctx context.Context, name string, pos Position, lease string, token uint64) error
+	// ListLeases returns the leases whose names begin with prefix and
+	// that are held and not expired, in name order.
+	ListLeases(ctx context.Context, prefix string) ([]Lease, error)
 }
 
 // Leases is a store's lease capability. Every method fails with
@@ -116,6 +119,30 @@ func (l Leases) Release(ctx context.Context, lease Lease) error {
 		return fmt.Errorf("varve: release lease %q of %q: %w", lease.Name, lease.Holder, err)
 	}
 	return nil
+}
+
+// List returns the live leases (held and not expired) whose names begin
+// with prefix, in name order: who holds what, for a status, or the
+// members of a group that each hold a lease of their own.
+func (l Leases) List(ctx context.Context, prefix string) ([]Lease, error) {
+	err := l.s.ready(ctx)
+	if err == nil && l.b == nil {
+		err = ErrNotSupported
+	}
+	if err == nil && len(prefix) > MaxNameLen {
+		err = invalid("lease prefix of %d bytes: the limit is %d", len(prefix), MaxNameLen)
+	}
+	if err == nil {
+		err = checkText("lease prefix", prefix)
+	}
+	var leases []Lease
+	if err == nil {
+		leases, err = l.b.ListLeases(ctx, prefix)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("varve: list leases %q: %w", prefix, err)
+	}
+	return leases, nil
 }
 
 // SaveCheckpoint saves pos under name, fenced by lease: refused with

@@ -21,6 +21,8 @@ func testLeases(t *testing.T, f Factory) {
 	if !leases.Supported() {
 		_, err := leases.Acquire(ctx, pfx+"l", "a", time.Second)
 		wantErr(t, "a lease without the capability", err, varve.ErrNotSupported)
+		_, err = leases.List(ctx, pfx)
+		wantErr(t, "a list without the capability", err, varve.ErrNotSupported)
 		t.Skipf("%s keeps no leases", s.Features().Name)
 	}
 	name := pfx + "lease"
@@ -110,6 +112,37 @@ func testLeases(t *testing.T, f Factory) {
 	if len(wins) != 1 {
 		t.Fatalf("%d holders won the race: %v", len(wins), wins)
 	}
+
+	// The live leases by prefix, in name order: released and expired ones
+	// are not listed, and a prefix is a prefix, not a pattern.
+	if err := leases.Release(ctx, y); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   []varve.Lease
+	}{
+		{pfx, []varve.Lease{{Name: name, Holder: "b", Token: b.Token}, {Name: race, Holder: wins[0]}, {Name: pfx + "term", Holder: "z", Token: z2.Token}}},
+		{pfx + "r", []varve.Lease{{Name: race, Holder: wins[0]}}},
+		{pfx + "%", nil},
+		{pfx + "_ace", nil},
+		{pfx + "racer", nil},
+	} {
+		got, err := leases.List(ctx, tc.prefix)
+		if err != nil {
+			t.Fatalf("list %q: %v", tc.prefix, err)
+		}
+		ok := len(got) == len(tc.want)
+		for i := 0; ok && i < len(got); i++ {
+			w := tc.want[i]
+			ok = got[i].Name == w.Name && got[i].Holder == w.Holder && (w.Token == 0 || got[i].Token == w.Token) && got[i].Expires.After(time.Now())
+		}
+		if !ok {
+			t.Fatalf("list %q: %+v, want %+v", tc.prefix, got, tc.want)
+		}
+	}
+	_, err = leases.List(ctx, "a\x00")
+	wantErr(t, "list with a NUL in the prefix", err, varve.ErrInvalidArgument)
 
 	for _, tc := range []struct {
 		name, holder string

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,4 +66,22 @@ func (b *Backend) SaveCheckpointFenced(ctx context.Context, name string, pos var
 	}
 	b.checkpoints[strings.Clone(name)] = pos
 	return nil
+}
+
+// ListLeases implements varve.LeaseStore.
+func (b *Backend) ListLeases(ctx context.Context, prefix string) ([]varve.Lease, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	b.kvMu.Lock()
+	defer b.kvMu.Unlock()
+	now := time.Now()
+	var out []varve.Lease
+	for name, l := range b.leases {
+		if l.holder != "" && now.Before(l.expires) && strings.HasPrefix(name, prefix) {
+			out = append(out, varve.Lease{Name: name, Holder: l.holder, Token: l.token, Expires: l.expires})
+		}
+	}
+	slices.SortFunc(out, func(a, b varve.Lease) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,4 +171,53 @@ func (b *Backend) SaveCheckpointFenced(ctx context.Context, name string, pos var
 		}
 		return []byte(pos.String() + "\t" + strconv.FormatUint(token, 10)), nil
 	})
+}
+
+// ListLeases implements varve.LeaseStore: a watcher over the lease keys
+// gives each one's last value, judged by this process's clock.
+func (b *Backend) ListLeases(ctx context.Context, prefix string) ([]varve.Lease, error) {
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	ctx, cancel := b.c.Bound(ctx)
+	defer cancel()
+	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts, false)
+	if err != nil {
+		return nil, b.fail("list leases", err)
+	}
+	if kv == nil {
+		return nil, nil
+	}
+	b.c.CountRequest()
+	w, err := kv.Watch(ctx, leaseKeyPrefix+">", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, b.fail("list leases", b.c.Err(ctx, err))
+	}
+	defer w.Stop()
+	now := time.Now().UnixNano()
+	var out []varve.Lease
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case e = <-w.Updates():
+		case <-ctx.Done():
+			return nil, b.fail("list leases", b.c.Err(ctx, ctx.Err()))
+		}
+		if e == nil {
+			break
+		}
+		name, err := decodeID(strings.TrimPrefix(e.Key(), leaseKeyPrefix))
+		if err != nil || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		l, err := decodeLease(e.Value())
+		if err != nil {
+			return nil, b.fail("decode lease", err)
+		}
+		if l.holder != "" && now < l.expires {
+			out = append(out, varve.Lease{Name: name, Holder: l.holder, Token: l.token, Expires: time.Unix(0, l.expires)})
+		}
+	}
+	slices.SortFunc(out, func(a, b varve.Lease) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -98,3 +98,31 @@ RETURNING 1`
 	}
 	return nil
 }
+
+// ListLeases implements varve.LeaseStore, judging expiry by the server's
+// clock.
+func (b *Backend) ListLeases(ctx context.Context, prefix string) ([]varve.Lease, error) {
+	if err := b.begin(ctx); err != nil {
+		return nil, err
+	}
+	if b.version < leasesSince {
+		return nil, varve.ErrNotSupported
+	}
+	b.requests.Add(1)
+	rows, err := b.pool.Query(ctx, `SELECT name, holder, token, expires FROM `+b.schema+`.leases
+ WHERE left(name, length($1)) = $1 AND holder <> '' AND expires > now() ORDER BY name COLLATE "C"`, prefix)
+	if err != nil {
+		return nil, b.fail(ctx, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (varve.Lease, error) {
+		var l varve.Lease
+		var token int64
+		err := r.Scan(&l.Name, &l.Holder, &token, &l.Expires)
+		l.Token = uint64(token)
+		return l, err
+	})
+	if err != nil {
+		return nil, b.fail(ctx, err)
+	}
+	return out, nil
+}

@@ -17,6 +17,8 @@ const (
 	qUpsertLease  = `INSERT INTO leases (name, holder, token, expires) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires = excluded.expires`
 	qReleaseLease = `UPDATE leases SET holder = '', expires = 0 WHERE name = ?1 AND holder = ?2 AND token = ?3`
 	qLeaseToken   = `SELECT token FROM leases WHERE name = ?1`
+	// substr keeps LIKE's wildcards in the prefix from matching.
+	qListLeases = `SELECT name, holder, token, expires FROM leases WHERE substr(name, 1, length(?1)) = ?1 AND holder <> '' AND expires > ?2 ORDER BY name`
 )
 
 // AcquireLease implements [varve.LeaseStore].
@@ -36,6 +38,22 @@ func (b *Backend) ReleaseLease(ctx context.Context, name, holder string, token u
 // SaveCheckpointFenced implements [varve.LeaseStore].
 func (b *Backend) SaveCheckpointFenced(ctx context.Context, name string, pos varve.Position, lease string, token uint64) error {
 	return b.submit(&op{ctx: ctx, kind: opFencedCheckpoint, stream: name, pos: pos, leaseName: lease, token: token})
+}
+
+// ListLeases implements [varve.LeaseStore].
+func (b *Backend) ListLeases(ctx context.Context, prefix string) ([]varve.Lease, error) {
+	var out []varve.Lease
+	err := b.read(ctx, func(c *conn) error {
+		out = out[:0]
+		return c.query(ctx, qListLeases, func(v []driver.Value) error {
+			out = append(out, varve.Lease{Name: asString(v[0]), Holder: asString(v[1]), Token: uint64(asInt(v[2])), Expires: time.Unix(0, asInt(v[3]))})
+			return nil
+		}, prefix, time.Now().UnixNano())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list leases: %w", err)
+	}
+	return out, nil
 }
 
 func (w *writer) acquireLease(o *op) (error, bool) {
