@@ -88,6 +88,10 @@ type Config struct {
 	EventTypes []string
 	// SystemStreams keeps the events of streams whose id begins with "$".
 	SystemStreams bool
+	// Segments, when more than 1, keeps only the events of the streams in
+	// segment Segment (0..Segments-1) by [SegmentOf]; see [Segmented],
+	// which sets both.
+	Segment, Segments int
 
 	// PageSize is how many events one read asks for; default the store's
 	// page size.
@@ -167,6 +171,9 @@ func checkConfig(cfg *Config, store *varve.Store) error {
 	}
 	if cfg.Stream == varve.AllStream {
 		cfg.Stream = ""
+	}
+	if cfg.Segments > 1 && (cfg.Segments > MaxSegments || cfg.Segment < 0 || cfg.Segment >= cfg.Segments || cfg.Stream != "") {
+		return fmt.Errorf("%w: segment %d of %d (at most %d, of $all)", varve.ErrInvalidArgument, cfg.Segment, cfg.Segments, MaxSegments)
 	}
 	if cfg.PageSize < 0 || cfg.MinPoll < 0 || cfg.MaxPoll < 0 {
 		return fmt.Errorf("%w: negative page size or poll interval", varve.ErrInvalidArgument)
@@ -322,7 +329,7 @@ func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
 	}
 	out := s.out[:0]
 	for i := range page {
-		if s.cfg.SystemStreams || !strings.HasPrefix(page[i].Stream, varve.SystemPrefix) {
+		if (s.cfg.SystemStreams || !strings.HasPrefix(page[i].Stream, varve.SystemPrefix)) && s.inSegment(page[i].Stream) {
 			out = append(out, page[i])
 		}
 	}

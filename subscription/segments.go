@@ -1,0 +1,345 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+// MaxSegments bounds [Config.Segments].
+const MaxSegments = 4096
+
+// SegmentOf is the segment of a stream among count: the FNV-1a hash (32
+// bits) of its id modulo count. Every event of a stream is in one
+// segment, so a segment's consumer sees each of its streams in order.
+func SegmentOf(stream string, count int) int {
+	if count <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(stream))
+	return int(h.Sum32() % uint32(count))
+}
+
+// SegmentName is the name of segment i of count of the subscription name:
+// the name of its checkpoint, and of its lease after [LeasePrefix]. The
+// count is part of it: the same name with another count is another group
+// of segments, with checkpoints of its own.
+func SegmentName(name string, i, count int) string {
+	return name + "/segment/" + strconv.Itoa(i) + "-of-" + strconv.Itoa(count)
+}
+
+// memberPrefix begins the names of the membership leases of a segmented
+// subscription: one per process that runs it, named after its holder.
+func memberPrefix(name string, count int) string {
+	return LeasePrefix + name + "/member-of-" + strconv.Itoa(count) + "/"
+}
+
+// Segmented runs a subscription split into count segments by the hash of
+// the stream id ([SegmentOf]) across the processes that run it with the
+// same name and count: each segment has its own lease, checkpoint and
+// subscription (cfg with [Config.Segment] and [Config.Segments] set, and
+// the segment's name), and runs in exactly one of them at a time, with
+// work called for it as [Active] calls it.
+//
+// Each process holds a membership lease of its own and takes its share of
+// the segments: of n members in holder order, the first count%n hold
+// count/n+1 segments and the others count/n. Every third of ttl a process
+// renews its leases, releases segments beyond its share (stopping their
+// work first, so their last checkpoint is saved before another process
+// starts from it), and takes free segments up to its share. When a process
+// dies, its leases expire within ttl of its last renewal and the others
+// take its segments within another third of ttl; when one joins, the
+// others hand it segments within a third of ttl. A segment's new holder
+// starts from the checkpoint its last holder saved, and a holder that
+// paused past its lease cannot move that checkpoint (it is fenced), so
+// each stream's events are handled in order by each holder, and an event
+// is handled again only by a new holder after a hand-over or fail-over
+// (the events after the last saved checkpoint).
+//
+// Each segment reads the whole log through its filters and keeps its own
+// streams: count segments read it count times. Segmented returns nil when
+// ctx ends, after stopping its work and releasing its leases, and
+// otherwise the first error of a segment's work. The store's backend must
+// keep leases and checkpoints; cfg.Checkpoints must be nil and cfg.Stream
+// empty.
+func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder string, count int, ttl time.Duration, work func(ctx context.Context, segment int, sub *Subscription) error) error {
+	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() || cfg.Checkpoints != nil {
+		return fmt.Errorf("subscription %q: segmented: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
+	}
+	if count < 1 || count > MaxSegments || cfg.Stream != "" && cfg.Stream != varve.AllStream {
+		return fmt.Errorf("subscription %q: segmented: %w: %d segments (1..%d) of $all", cfg.Name, varve.ErrInvalidArgument, count, MaxSegments)
+	}
+	if ttl < varve.MinLeaseTTL || ttl > varve.MaxLeaseTTL {
+		return fmt.Errorf("subscription %q: segmented: %w: lease ttl %s", cfg.Name, varve.ErrInvalidArgument, ttl)
+	}
+	if err := checkConfig(&cfg, store); err != nil {
+		return fmt.Errorf("subscription %q: segmented: %w", cfg.Name, err)
+	}
+	g := &group{store: store, cfg: cfg, holder: holder, count: count, ttl: ttl, every: ttl / 3, work: work,
+		running: map[int]*segmentRun{}, ended: make(chan int, count)}
+	return g.run(ctx)
+}
+
+// RunSegmented runs a segmented subscription calling h as
+// [Subscription.Run] does: it is [Segmented] with Run as the work.
+func RunSegmented(ctx context.Context, store *varve.Store, cfg Config, holder string, count int, ttl time.Duration, h Handler) error {
+	return Segmented(ctx, store, cfg, holder, count, ttl, func(ctx context.Context, _ int, sub *Subscription) error { return sub.Run(ctx, h) })
+}
+
+// SegmentHolder is who holds one segment of a segmented subscription.
+type SegmentHolder struct {
+	Segment int
+	// Holder is empty while no process holds the segment.
+	Holder  string
+	Token   uint64
+	Expires time.Time
+	// Checkpoint is the segment's saved position; ok is false before its
+	// first save.
+	Checkpoint   varve.Position
+	CheckpointOK bool
+}
+
+// SegmentStatus says which processes run the segmented subscription name
+// of count segments, in holder order, and who holds each segment.
+func SegmentStatus(ctx context.Context, store *varve.Store, name string, count int) (members []string, segments []SegmentHolder, err error) {
+	if store == nil || count < 1 || count > MaxSegments {
+		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, varve.ErrInvalidArgument)
+	}
+	ms, err := store.Leases().List(ctx, memberPrefix(name, count))
+	if err != nil {
+		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
+	}
+	for _, m := range ms {
+		members = append(members, m.Holder)
+	}
+	held, err := store.Leases().List(ctx, LeasePrefix+name+"/segment/")
+	if err != nil {
+		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
+	}
+	byName := map[string]varve.Lease{}
+	for _, l := range held {
+		byName[l.Name] = l
+	}
+	for i := range count {
+		sn := SegmentName(name, i, count)
+		l := byName[LeasePrefix+sn]
+		s := SegmentHolder{Segment: i, Holder: l.Holder, Token: l.Token, Expires: l.Expires}
+		if s.Checkpoint, s.CheckpointOK, err = store.Checkpoints().Load(ctx, sn); err != nil {
+			return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
+		}
+		segments = append(segments, s)
+	}
+	return members, segments, nil
+}
+
+// group is one process's part of a segmented subscription.
+type group struct {
+	store       *varve.Store
+	cfg         Config
+	holder      string
+	count       int
+	ttl, every  time.Duration
+	work        func(context.Context, int, *Subscription) error
+	running     map[int]*segmentRun
+	ended       chan int // a segment's run returned
+	wg          sync.WaitGroup
+	errMu       sync.Mutex
+	err         error // the first error of a segment's work
+	cancelGroup context.CancelFunc
+}
+
+type segmentRun struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (g *group) fail(err error) {
+	g.errMu.Lock()
+	if g.err == nil {
+		g.err = err
+	}
+	g.errMu.Unlock()
+	g.cancelGroup()
+}
+
+func (g *group) run(ctx context.Context) error {
+	gctx, cancel := context.WithCancel(ctx)
+	g.cancelGroup = cancel
+	defer cancel()
+	leases := g.store.Leases()
+	var member varve.Lease
+	defer func() {
+		for _, r := range g.running {
+			r.stop()
+		}
+		g.wg.Wait()
+		if member.Token != 0 {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runSaveTimeout)
+			_ = leases.Release(rctx, member)
+			cancel()
+		}
+	}()
+	for {
+		// Segments whose run returned (lease lost, or an error already
+		// recorded) are free to be taken again.
+		for drained := false; !drained; {
+			select {
+			case i := <-g.ended:
+				delete(g.running, i)
+			default:
+				drained = true
+			}
+		}
+		err := g.balance(gctx, &member)
+		if gctx.Err() != nil {
+			g.errMu.Lock()
+			err := g.err
+			g.errMu.Unlock()
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("subscription %q: segmented: %w", g.cfg.Name, err)
+		}
+		t := time.NewTimer(g.every)
+		select {
+		case <-gctx.Done():
+		case <-t.C:
+		case i := <-g.ended:
+			delete(g.running, i)
+		}
+		t.Stop()
+	}
+}
+
+// balance renews the membership, then releases or takes segments to reach
+// this process's share.
+func (g *group) balance(ctx context.Context, member *varve.Lease) error {
+	leases := g.store.Leases()
+	prefix := memberPrefix(g.cfg.Name, g.count)
+	m, err := leases.Acquire(ctx, prefix+g.holder, g.holder, g.ttl)
+	if err != nil {
+		if errors.Is(err, varve.ErrLeaseHeld) {
+			return fmt.Errorf("holder %q: another process runs under the same holder name: %w", g.holder, err)
+		}
+		return err
+	}
+	*member = m
+	ms, err := leases.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	k := slices.IndexFunc(ms, func(l varve.Lease) bool { return l.Holder == g.holder })
+	n := len(ms)
+	if k < 0 { // our lease expired between the two calls: count ourselves last
+		k, n = n, n+1
+	}
+	share := g.count / n
+	if k < g.count%n {
+		share++
+	}
+	for len(g.running) > share {
+		g.stopSegment(ctx, slices.Max(keys(g.running)))
+	}
+	if len(g.running) == share {
+		return nil
+	}
+	held, err := leases.List(ctx, LeasePrefix+g.cfg.Name+"/segment/")
+	if err != nil {
+		return err
+	}
+	taken := map[string]bool{}
+	for _, l := range held {
+		taken[l.Name] = true
+	}
+	// Start looking at a place that depends on the holder, so that
+	// processes joining together try different segments first.
+	first := SegmentOf(g.holder, g.count)
+	for j := range g.count {
+		if len(g.running) >= share {
+			break
+		}
+		i := (first + j) % g.count
+		name := LeasePrefix + SegmentName(g.cfg.Name, i, g.count)
+		if g.running[i] != nil || taken[name] {
+			continue
+		}
+		l, err := leases.Acquire(ctx, name, g.holder, g.ttl)
+		if errors.Is(err, varve.ErrLeaseHeld) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		g.startSegment(ctx, i, l)
+	}
+	return nil
+}
+
+func keys(m map[int]*segmentRun) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (g *group) startSegment(ctx context.Context, i int, l varve.Lease) {
+	sctx, stop := context.WithCancel(ctx)
+	r := &segmentRun{stop: stop, done: make(chan struct{})}
+	g.running[i] = r
+	cfg := g.cfg
+	cfg.Name = SegmentName(g.cfg.Name, i, g.count)
+	cfg.Segment, cfg.Segments = i, g.count
+	g.wg.Go(func() {
+		defer close(r.done)
+		defer stop()
+		lost, err := runHolding(sctx, g.store, cfg, l, g.ttl, g.every, func(ctx context.Context, sub *Subscription) error {
+			return g.work(ctx, i, sub)
+		})
+		if !lost {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runSaveTimeout)
+			rerr := g.store.Leases().Release(rctx, l)
+			cancel()
+			if err == nil && sctx.Err() == nil {
+				err = rerr
+			}
+		}
+		if err != nil && sctx.Err() == nil {
+			g.fail(fmt.Errorf("segment %d: %w", i, err))
+		}
+		g.ended <- i
+	})
+}
+
+// stopSegment stops a segment's work and waits until its lease is
+// released, so that the next holder starts from its last checkpoint.
+func (g *group) stopSegment(ctx context.Context, i int) {
+	r := g.running[i]
+	r.stop()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		if j := <-g.ended; j == i {
+			break
+		} else {
+			delete(g.running, j)
+		}
+	}
+	delete(g.running, i)
+}
+
+// inSegment reports whether the subscription keeps the events of stream.
+func (s *Subscription) inSegment(stream string) bool {
+	return s.cfg.Segments <= 1 || SegmentOf(stream, s.cfg.Segments) == s.cfg.Segment
+}
