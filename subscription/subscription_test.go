@@ -21,6 +21,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(activeChildEnv) != "" {
 		os.Exit(runActiveChild())
 	}
+	if os.Getenv(segmentedChildEnv) != "" {
+		os.Exit(runSegmentedChild())
+	}
+	if os.Getenv(pausedChildEnv) != "" {
+		os.Exit(runPausedChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

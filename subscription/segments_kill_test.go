@@ -1,0 +1,259 @@
+package subscription_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/testenv"
+	"github.com/varve-go/varve/open"
+	"github.com/varve-go/varve/subscription"
+)
+
+// segmentedChildEnv makes the test binary a child of
+// TestSegmentedKilled: it runs the segmented subscription on the store at
+// VARVE_SEG_STORE and writes each event it handles, with the run that
+// handled it (process id and the count of segment holds in that process),
+// to the file at VARVE_SEG_LOG.
+const segmentedChildEnv = "VARVE_SEGMENTED_CHILD"
+
+const killedSegments, killedTTL = 6, 2 * time.Second
+
+func runSegmentedChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	s, err := open.Store(ctx, os.Getenv("VARVE_SEG_STORE"), varve.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	log, err := os.OpenFile(os.Getenv("VARVE_SEG_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer log.Close()
+	pid := os.Getpid()
+	var runs atomic.Int64
+	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
+	err = subscription.Segmented(ctx, s, cfg, fmt.Sprint("pid-", pid), killedSegments, killedTTL, func(ctx context.Context, segment int, sub *subscription.Subscription) error {
+		run := fmt.Sprintf("%d.%d", pid, runs.Add(1))
+		return sub.Run(ctx, func(_ context.Context, e varve.RecordedEvent) error {
+			// One write(2) of a short line: whole or not at all.
+			_, err := fmt.Fprintf(log, "%s %d %s %d\n", run, segment, e.Stream, e.Version)
+			return err
+		})
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// killStoreURLs gives a store URL of each server backend whose data is
+// its own (a PostgreSQL schema, a NATS stream and buckets, a SQLite file
+// that the processes share), removed when the test ends.
+func killStoreURLs(t *testing.T) map[string]string {
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	tag := hex.EncodeToString(id[:])
+	urls := map[string]string{"sqlite": "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "varve.db"))}
+
+	raw := testenv.PostgresURL(t)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := "varve_seg_" + tag
+	q := u.Query()
+	q.Set("varve_schema", schema)
+	u.RawQuery = q.Encode()
+	urls["postgres"] = u.String()
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), raw)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			_ = conn.Close(context.Background())
+		}
+	})
+
+	nurl := testenv.NATSURL(t)
+	stream := "VARVE_SEG_" + tag
+	urls["nats"] = nurl + "?stream=" + stream + "&prefix=vseg" + tag
+	t.Cleanup(func() {
+		nc, err := natsgo.Connect(nurl)
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range []string{stream, "KV_" + stream + "_snapshots", "KV_" + stream + "_checkpoints"} {
+			if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("delete test stream %s: %v", s, err)
+			}
+		}
+	})
+	return urls
+}
+
+// TestSegmentedKilled runs a subscription of 6 segments in 3 processes on
+// PostgreSQL, NATS and SQLite (one file shared by the processes) while
+// events are appended, and kills one process with SIGKILL every 100-400
+// ms (at least 20 kills per backend), starting another in its place. At
+// the end every event was handled; within each run of a segment in a
+// process, each stream's events came in version order and only the
+// segment's streams came; and every event handled twice was handled again
+// by another run, after a fail-over (counted).
+func TestSegmentedKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, storeURL := range killStoreURLs(t) {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testSegmentedKilled(t, exe, storeURL)
+		})
+	}
+}
+
+func testSegmentedKilled(t *testing.T, exe, storeURL string) {
+	ctx := t.Context()
+	s, err := open.Store(ctx, storeURL, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	logPath := filepath.Join(t.TempDir(), "handled.log")
+	start := func() *exec.Cmd {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), segmentedChildEnv+"=1", "VARVE_SEG_STORE="+storeURL, "VARVE_SEG_LOG="+logPath)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	procs := []*exec.Cmd{start(), start(), start()}
+	defer func() {
+		for _, p := range procs {
+			_ = p.Process.Kill()
+			_ = p.Wait()
+		}
+	}()
+	const streams, events = 12, 360
+	rng := mrand.New(mrand.NewPCG(7, uint64(time.Now().UnixNano())))
+	kills := 0
+	for i := range events {
+		if _, err := s.Append(ctx, fmt.Sprintf("acct-%d", i%streams), varve.Any, varve.NewEvent("Moved", nil)); err != nil {
+			t.Fatal(err)
+		}
+		if i%15 == 14 {
+			k := rng.IntN(len(procs))
+			_ = procs[k].Process.Kill()
+			_ = procs[k].Wait()
+			procs[k] = start()
+			kills++
+			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute) // a bound on a hang, not a measured time
+	var h segHandled
+	for {
+		if h, err = readSegHandled(logPath); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.seen) == events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events handled after %d kills", len(h.seen), events, kills)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(h.problems) > 0 {
+		t.Fatalf("%d problems, first: %v", len(h.problems), h.problems[:min(5, len(h.problems))])
+	}
+	t.Logf("%d events, %d kills, %d runs of a segment, %d events handled again after a fail-over (%.1f per kill)",
+		len(h.seen), kills, h.runs, h.dups, float64(h.dups)/float64(kills))
+	if kills < 20 {
+		t.Fatalf("only %d kills", kills)
+	}
+}
+
+type segHandled struct {
+	seen     map[string]string // stream@version -> the run that handled it first
+	dups     int
+	runs     int
+	problems []string
+}
+
+// readSegHandled reads the children's log.
+func readSegHandled(path string) (segHandled, error) {
+	h := segHandled{seen: map[string]string{}}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return h, nil
+	}
+	if err != nil {
+		return h, err
+	}
+	defer f.Close()
+	last := map[string]int{} // run stream -> version
+	runs := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var run, stream string
+		var segment, v int
+		if _, err := fmt.Sscan(sc.Text(), &run, &segment, &stream, &v); err != nil {
+			continue // a line cut by a kill
+		}
+		runs[run] = true
+		key := fmt.Sprintf("%s@%d", stream, v)
+		if got := subscription.SegmentOf(stream, killedSegments); got != segment {
+			h.problems = append(h.problems, fmt.Sprintf("%s handled in segment %d, belongs to %d", key, segment, got))
+		}
+		if first, ok := h.seen[key]; ok {
+			if first == run {
+				h.problems = append(h.problems, key+" twice in run "+run)
+			}
+			h.dups++
+		} else {
+			h.seen[key] = run
+		}
+		if pv := last[run+" "+stream]; v <= pv {
+			h.problems = append(h.problems, fmt.Sprintf("%s after version %d in run %s", key, pv, run))
+		}
+		last[run+" "+stream] = v
+	}
+	h.runs = len(runs)
+	return h, sc.Err()
+}
