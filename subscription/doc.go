@@ -26,4 +26,22 @@
 // by one goroutine at a time ([Subscription.Next], [Subscription.Run]).
 // Saving and loading checkpoints is safe from any goroutine. For concurrent,
 // ordered delivery of a subscription's events, see package delivery.
+//
+// # Several processes
+//
+// On a store whose backend keeps leases ([varve.Store.Leases]) a
+// subscription, or a delivery dispatcher built on one, can run in several
+// processes. [Active] (and [RunActive]) runs it in one of them at a time:
+// the others wait and one takes over within the lease's ttl (plus a third
+// of it) after the holder dies. [Segmented] (and [RunSegmented]) splits it
+// into segments by the hash of the stream id ([SegmentOf]), each with its
+// own lease and checkpoint, and spreads them over the processes, moving
+// segments when processes join or leave; [SegmentStatus] says who holds
+// what. In both, every checkpoint is saved fenced by the lease's token,
+// so a process that paused past its lease cannot move a checkpoint back,
+// and a new holder starts where the last one saved: each stream's events
+// are handled in order within each holder's run, and an event is handled
+// twice only across a fail-over (what the old holder handled after its
+// last save). The lease ttl trades the fail-over time against how long a
+// pause (GC, a slow network) may last before a holder loses its work.
 package subscription
