@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./... ./cmd/varve/...
 
-.PHONY: test services vet bench lint fmt build soak-long
+.PHONY: test services vet bench lint fmt build soak-long failover-long
 
 # Packages run side by side: each uses schemas, streams and prefixes of its
 # own, waits for its own positions, and $all on PostgreSQL waits only for its
@@ -42,3 +42,10 @@ soak-long: build
 	cd cmd/varve && $(GO) test -tags soaklong -count=1 -timeout 10m -run TestLong -v ./internal/soakweb
 	cd cmd/varve && $(GO) run . soak --store memory --hard-limit 512MiB --memory-limit 384MiB --duration 1h
 	cd cmd/varve && $(GO) run . soak --store memory --hard-limit 128MiB --mode discovery --memory-limit 0 --duration 30m || true
+
+# The fail-over tests of issue #19 at length: 3 processes of a segmented
+# subscription on PostgreSQL, NATS and SQLite with 400 SIGKILLs each, and
+# the paused-holder test, 5 times.
+failover-long: services
+	VARVE_FAILOVER_EVENTS=6000 $(GO) test -race -count=1 -timeout 30m -run 'TestSegmentedKilled' -v ./subscription
+	$(GO) test -race -count=5 -timeout 10m -run 'TestPausedHolder|TestRunActiveKilled' ./subscription

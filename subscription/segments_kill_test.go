@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -169,7 +170,11 @@ func testSegmentedKilled(t *testing.T, exe, storeURL string) {
 			_ = p.Wait()
 		}
 	}()
-	const streams, events = 12, 360
+	const streams = 12
+	events := 360 // 24 kills; VARVE_FAILOVER_EVENTS makes the run longer (make failover-long)
+	if v, err := strconv.Atoi(os.Getenv("VARVE_FAILOVER_EVENTS")); err == nil && v > events {
+		events = v
+	}
 	rng := mrand.New(mrand.NewPCG(7, uint64(time.Now().UnixNano())))
 	kills := 0
 	for i := range events {
