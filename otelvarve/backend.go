@@ -13,11 +13,13 @@ import (
 )
 
 // Wrap returns b instrumented: spans and metrics of Append, ReadStream and
-// ReadAll, and, unless [WithoutTraceContext], the trace context of each
-// append stored in its events' metadata. The wrapper implements
-// [varve.Unwrapper], so a Store over it finds exactly the optional
-// capabilities of b (snapshots, checkpoints, wake-ups, listings, filtered
-// reads, multi-stream appends), which pass through without
+// ReadAll, and of the optional capabilities that b has among filtered
+// reads, multi-stream appends and Dynamic Consistency Boundaries
+// (conditional appends and query reads); unless [WithoutTraceContext], the
+// trace context of each append, of any kind, is stored in its events'
+// metadata. The wrapper implements [varve.Unwrapper], so a Store over it
+// finds exactly the optional capabilities of b; the others (snapshots,
+// checkpoints, wake-ups, listings, leases) pass through without
 // instrumentation. Closing it closes b.
 //
 // Wrap(nil) is nil, which [varve.New] refuses. An instrument that the meter
@@ -32,8 +34,8 @@ func Wrap(b varve.Backend, opts ...Option) varve.Backend {
 // Unwrap returns the backend under a backend that [Wrap] returned, and b
 // itself for any other backend.
 func Unwrap(b varve.Backend) varve.Backend {
-	if u, ok := b.(interface{ Unwrap() varve.Backend }); ok {
-		return u.Unwrap()
+	if w, ok := b.(*backend); ok {
+		return w.inner
 	}
 	return b
 }
@@ -74,6 +76,12 @@ type backend struct {
 	appended, read          metric.Int64Counter
 	// Option slices built once, so that a measurement allocates none.
 	appendedSet, readStreamSet, readAllSet []metric.AddOption
+
+	// The traced capabilities (capabilities.go) and what the Store finds
+	// under the wrapper.
+	multiOp, appendIfOp, queryOp, filteredOp operation
+	readQuerySet                             []metric.AddOption
+	layered                                  varve.Backend
 }
 
 func newBackend(b varve.Backend, c config) *backend {
@@ -89,6 +97,7 @@ func newBackend(b varve.Backend, c config) *backend {
 	w.appendOp = newOperation(m, "varve.append.duration", "Duration of appends to the backend.", w.backendAttr)
 	w.streamOp = newOperation(m, "varve.read_stream.duration", "Duration of reads of one page of a stream.", w.backendAttr)
 	w.all = newOperation(m, "varve.read_all.duration", "Duration of reads of one page of $all.", w.backendAttr)
+	w.newCapabilityInstruments(m)
 	w.appended = m.int64Counter("varve.events.appended", metric.WithUnit("{event}"),
 		metric.WithDescription("Events appended (committed appends only)."))
 	w.read = m.int64Counter("varve.events.read", metric.WithUnit("{event}"),
@@ -98,6 +107,7 @@ func newBackend(b varve.Backend, c config) *backend {
 	w.appendedSet = []metric.AddOption{byBackend}
 	w.readStreamSet = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("stream")))}
 	w.readAllSet = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("all")))}
+	w.layered = w.layers()
 	return w
 }
 
@@ -206,5 +216,6 @@ func (w *backend) Features() varve.Features { return w.inner.Features() }
 
 func (w *backend) Close() error { return w.inner.Close() }
 
-// Unwrap returns the wrapped backend.
-func (w *backend) Unwrap() varve.Backend { return w.inner }
+// Unwrap returns what the Store finds the optional capabilities on: the
+// traced capabilities' layers over the wrapped backend.
+func (w *backend) Unwrap() varve.Backend { return w.layered }

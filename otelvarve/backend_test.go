@@ -182,6 +182,7 @@ func TestConsumerLag(t *testing.T) {
 			}
 			last = res.Position
 		}
+		readable(t, s, last)
 		var cp varve.Position // the consumer's checkpoint; read by the collect below, on this goroutine
 		reg, err := ObserveConsumer("projector", s, func() varve.Position { return cp }, tel.opts()...)
 		if err != nil {

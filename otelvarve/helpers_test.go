@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/varve-go/varve"
 )
 
 // telemetry is an SDK tracer and meter provider whose spans and metrics a
@@ -159,4 +162,25 @@ func gauge(t testing.TB, ms map[string]metricdata.Aggregation, name string, want
 		}
 	}
 	return v, points
+}
+
+// readable waits until $all can return the event at pos: a backend may
+// make a commit readable there a moment after the append returns, and
+// other clients of a shared server may hold it back a while longer.
+func readable(t testing.TB, s *varve.Store, pos varve.Position) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute) // a bound on a hang
+	for {
+		p, err := s.LastPosition(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Less(pos) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("$all stays at %s, before a committed append at %s", p, pos)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

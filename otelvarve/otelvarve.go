@@ -23,6 +23,13 @@ const (
 	SpanReadStream = "varve.read_stream"
 	SpanReadAll    = "varve.read_all"
 	SpanDeliver    = "varve.deliver"
+	// SpanAppendMulti is an atomic append to several streams.
+	SpanAppendMulti = "varve.append_multi"
+	// SpanAppendIf is an append under a condition (Dynamic Consistency
+	// Boundaries).
+	SpanAppendIf = "varve.append_if"
+	// SpanReadQuery is a page of the events that match a query.
+	SpanReadQuery = "varve.read_query"
 )
 
 // Attribute keys of spans and metrics.
@@ -55,19 +62,35 @@ const (
 	AttrEventType = attribute.Key("varve.event_type")
 	// AttrRepository names an aggregate repository.
 	AttrRepository = attribute.Key("varve.repository")
-	// AttrRead is "stream" or "all": which read the events counted by
-	// varve.events.read came from.
+	// AttrRead is "stream", "all" or "query": which read the events
+	// counted by varve.events.read came from.
 	AttrRead = attribute.Key("varve.read")
+	// AttrStreams are the streams written by a multi-stream append (spans
+	// only).
+	AttrStreams = attribute.Key("varve.streams")
+	// AttrChecks counts the streams a multi-stream append only checks
+	// (spans only).
+	AttrChecks = attribute.Key("varve.checks")
+	// AttrQueryItems counts the items of a query or of an append's
+	// condition (spans only).
+	AttrQueryItems = attribute.Key("varve.query_items")
+	// AttrCategories, AttrEventTypes and AttrStreamPrefixes are the parts
+	// of a filtered read's filter (spans only).
+	AttrCategories     = attribute.Key("varve.filter.categories")
+	AttrEventTypes     = attribute.Key("varve.filter.types")
+	AttrStreamPrefixes = attribute.Key("varve.filter.stream_prefixes")
+	// AttrFiltered is true on the durations of filtered $all reads.
+	AttrFiltered = attribute.Key("varve.filtered")
 )
 
 // Outcome classifies the result of an operation: "ok", "conflict" (an
-// append's expected version did not match, [varve.ErrWrongExpectedVersion])
-// or "error".
+// append's expected version did not match, [varve.ErrWrongExpectedVersion],
+// or its condition failed, [varve.ErrAppendConditionFailed]) or "error".
 func Outcome(err error) string {
 	switch {
 	case err == nil:
 		return outcomeOK
-	case errors.Is(err, varve.ErrWrongExpectedVersion):
+	case errors.Is(err, varve.ErrWrongExpectedVersion), errors.Is(err, varve.ErrAppendConditionFailed):
 		return outcomeConflict
 	}
 	return outcomeError

@@ -1,0 +1,185 @@
+package otelvarve
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/varve-go/varve"
+)
+
+// The optional capabilities that [Wrap] traces sit in layers under the
+// wrapper, one per capability that the wrapped backend has: the Store
+// looks for each capability down the Unwrap chain, so it finds the traced
+// one exactly when the backend has it, and the others (snapshots,
+// checkpoints, wake-ups, listings, leases) on the backend itself. Each
+// layer embeds the backend only as a [varve.Backend], so it implements no
+// capability but its own.
+
+// layers puts the traced capabilities of w.inner under w.
+func (w *backend) layers() varve.Backend {
+	var b varve.Backend = w.inner
+	if _, ok := w.inner.(varve.FilteredReader); ok {
+		b = &filteredLayer{Backend: b, w: w}
+	}
+	if _, ok := w.inner.(varve.TagStore); ok {
+		b = &tagLayer{Backend: b, w: w}
+	}
+	if _, ok := w.inner.(varve.MultiAppender); ok {
+		b = &multiLayer{Backend: b, w: w}
+	}
+	return b
+}
+
+// capabilityOf is the capability T of the backend under w: that of
+// w.inner or, when w.inner wraps another, of the one under it.
+func capabilityOf[T any](w *backend) T {
+	var b varve.Backend = w.inner
+	for {
+		if c, ok := b.(T); ok {
+			return c
+		}
+		u, ok := b.(varve.Unwrapper)
+		if !ok {
+			var zero T
+			return zero
+		}
+		b = u.Unwrap()
+	}
+}
+
+type multiLayer struct {
+	varve.Backend
+	w *backend
+}
+
+func (l *multiLayer) Unwrap() varve.Backend { return l.Backend }
+
+// AppendMulti traces a multi-stream append as one span and records it as
+// one append of all its events, with the streams as an attribute of the
+// span; each part's events carry the span's trace context.
+func (l *multiLayer) AppendMulti(ctx context.Context, req varve.MultiAppendRequest) ([]varve.AppendResult, error) {
+	w := l.w
+	start := time.Now()
+	ctx, span := w.tracer.Start(ctx, SpanAppendMulti, clientSpan...)
+	n := 0
+	streams := make([]string, 0, len(req.Appends))
+	for _, a := range req.Appends {
+		n += len(a.Events)
+		streams = append(streams, a.Stream)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrStreams.StringSlice(streams), AttrChecks.Int(len(req.Checks)))
+	}
+	if w.propagate {
+		parts := append([]varve.StreamAppend(nil), req.Appends...)
+		for i := range parts {
+			parts[i].Events = injectEvents(parts[i].Events, span.SpanContext(), w.maxEvent)
+		}
+		req.Appends = parts
+	}
+	res, err := capabilityOf[varve.MultiAppender](w).AppendMulti(ctx, req)
+	w.multiOp.record(ctx, start, err, n)
+	if err == nil {
+		w.appended.Add(ctx, int64(n), w.appendedSet...)
+	}
+	end(span, err, n)
+	return res, err
+}
+
+type tagLayer struct {
+	varve.Backend
+	w *backend
+}
+
+func (l *tagLayer) Unwrap() varve.Backend { return l.Backend }
+
+// AppendIf traces a conditional append: a failed condition is a conflict.
+func (l *tagLayer) AppendIf(ctx context.Context, req varve.AppendRequest, cond varve.AppendCondition) (varve.AppendResult, error) {
+	w := l.w
+	start := time.Now()
+	ctx, span := w.tracer.Start(ctx, SpanAppendIf, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String()),
+			AttrPosition.String(cond.After.String()), AttrQueryItems.Int(len(cond.FailIfEventsMatch.Items)))
+	}
+	if w.propagate {
+		req.Events = injectEvents(req.Events, span.SpanContext(), w.maxEvent)
+	}
+	res, err := capabilityOf[varve.TagStore](w).AppendIf(ctx, req, cond)
+	n := len(req.Events)
+	w.appendIfOp.record(ctx, start, err, n)
+	if err == nil {
+		w.appended.Add(ctx, int64(n), w.appendedSet...)
+		if span.IsRecording() {
+			span.SetAttributes(AttrVersion.Int64(int64(res.LastVersion)), AttrPosition.String(res.Position.String()))
+		}
+	}
+	end(span, err, n)
+	return res, err
+}
+
+// ReadQuery traces a page of a query read.
+func (l *tagLayer) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
+	w := l.w
+	start := time.Now()
+	ctx, span := w.tracer.Start(ctx, SpanReadQuery, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrPosition.String(q.After.String()), AttrQueryItems.Int(len(q.Query.Items)))
+	}
+	before := len(buf)
+	out, through, err := capabilityOf[varve.TagStore](w).ReadQuery(ctx, q, buf)
+	n := len(out) - before
+	if err != nil {
+		n = 0
+	}
+	w.queryOp.record(ctx, start, err, n)
+	if n > 0 {
+		w.read.Add(ctx, int64(n), w.readQuerySet...)
+	}
+	end(span, err, n)
+	return out, through, err
+}
+
+type filteredLayer struct {
+	varve.Backend
+	w *backend
+}
+
+func (l *filteredLayer) Unwrap() varve.Backend { return l.Backend }
+
+// ReadAllFiltered traces a page of a filtered $all read as a read of $all
+// with the filter's parts as attributes.
+func (l *filteredLayer) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
+	w := l.w
+	start := time.Now()
+	ctx, span := w.tracer.Start(ctx, SpanReadAll, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(w.backendAttr, AttrPosition.String(q.After.String()),
+			AttrCategories.StringSlice(q.Filter.Categories), AttrEventTypes.StringSlice(q.Filter.Types), AttrStreamPrefixes.StringSlice(q.Filter.StreamPrefixes))
+	}
+	before := len(buf)
+	out, through, err := capabilityOf[varve.FilteredReader](w).ReadAllFiltered(ctx, q, buf)
+	n := len(out) - before
+	if err != nil {
+		n = 0
+	}
+	w.filteredOp.record(ctx, start, err, n)
+	if n > 0 {
+		w.read.Add(ctx, int64(n), w.readAllSet...)
+	}
+	end(span, err, n)
+	return out, through, err
+}
+
+// newCapabilityInstruments makes the instruments of the traced
+// capabilities.
+func (w *backend) newCapabilityInstruments(m *meter) {
+	w.multiOp = newOperation(m, "varve.append_multi.duration", "Duration of atomic appends to several streams.", w.backendAttr)
+	w.appendIfOp = newOperation(m, "varve.append_if.duration", "Duration of appends under a condition (Dynamic Consistency Boundaries).", w.backendAttr)
+	w.queryOp = newOperation(m, "varve.read_query.duration", "Duration of reads of one page of the events that match a query.", w.backendAttr)
+	w.filteredOp = newOperation(m, "varve.read_all.duration", "Duration of reads of one page of $all.", w.backendAttr, AttrFiltered.Bool(true))
+	w.readQuerySet = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(w.backendAttr, AttrRead.String("query")))}
+}
