@@ -204,6 +204,9 @@ type Stats struct {
 	// Checkpoint is the end of the contiguous prefix of delivered or parked
 	// events; Saved is the checkpoint last persisted.
 	Checkpoint, Saved varve.Position
+	// SavedAt is when Saved was persisted (or the dispatcher made, before
+	// its first save).
+	SavedAt time.Time
 }
 
 var errAttemptTimeout = errors.New("delivery: attempt timed out")
@@ -229,6 +232,7 @@ type Dispatcher struct {
 	mu         sync.Mutex
 	checkpoint varve.Position
 	saved      varve.Position
+	savedAt    time.Time
 	advanced   notify.Broadcast // the checkpoint moved
 }
 
@@ -248,7 +252,7 @@ func New(sub *subscription.Subscription, sink Sink, cfg Config) (*Dispatcher, er
 	}
 	d.log = d.log.With("subscription", sub.Name())
 	d.checkpoint = sub.Position()
-	d.saved = d.checkpoint
+	d.saved, d.savedAt = d.checkpoint, time.Now()
 	return d, nil
 }
 
@@ -258,13 +262,13 @@ func (d *Dispatcher) Parked() *Parked { return d.parked }
 // Stats returns the dispatcher's counters.
 func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
-	cp, saved := d.checkpoint, d.saved
+	cp, saved, savedAt := d.checkpoint, d.saved, d.savedAt
 	d.mu.Unlock()
 	return Stats{
 		Read: d.read.Load(), Delivered: d.delivered.Load(), Parked: d.parkedN.Load(),
 		Attempts: d.attempts.Load(), Retries: d.retries.Load(),
 		InFlight: int(d.inFlight.Load()), Pending: int(d.pending.Load()), ParkedStreams: int(d.parkedStreams.Load()),
-		Checkpoint: cp, Saved: saved,
+		Checkpoint: cp, Saved: saved, SavedAt: savedAt,
 	}
 }
 
@@ -314,7 +318,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		return err
 	}
 	d.mu.Lock()
-	d.saved = cp
+	d.saved, d.savedAt = cp, time.Now()
 	d.mu.Unlock()
 	return nil
 }

@@ -122,6 +122,9 @@ func ObserveDispatcher(sub *subscription.Subscription, d *delivery.Dispatcher, o
 	inFlight := gauge("varve.delivery.in_flight", "{attempt}", "Delivery attempts running.")
 	pending := gauge("varve.delivery.pending", "{event}", "Events read and not yet delivered or parked.")
 	parkedStreams := gauge("varve.delivery.parked_streams", "{stream}", "Streams held back by a parked event (per-stream order).")
+	cpAge, err := m.Float64ObservableGauge("varve.delivery.checkpoint.age", metric.WithUnit("s"),
+		metric.WithDescription("Time since the last save of the checkpoint while delivered events wait to be saved; 0 when every delivered event is saved."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelvarve: observe dispatcher %q: %w", sub.Name(), err)
 	}
@@ -137,8 +140,13 @@ func ObserveDispatcher(sub *subscription.Subscription, d *delivery.Dispatcher, o
 		o.ObserveInt64(inFlight, int64(st.InFlight), set)
 		o.ObserveInt64(pending, int64(st.Pending), set)
 		o.ObserveInt64(parkedStreams, int64(st.ParkedStreams), set)
+		age := 0.0
+		if st.Checkpoint != st.Saved {
+			age = time.Since(st.SavedAt).Seconds()
+		}
+		o.ObserveFloat64(cpAge, age, set)
 		return lag.observe(ctx, o, store, st.Checkpoint, set)
-	}, read, delivered, parked, attempts, retries, inFlight, pending, parkedStreams, lag.events, lag.age)
+	}, read, delivered, parked, attempts, retries, inFlight, pending, parkedStreams, cpAge, lag.events, lag.age)
 	if err != nil {
 		return nil, fmt.Errorf("otelvarve: observe dispatcher %q: %w", sub.Name(), err)
 	}

@@ -326,3 +326,48 @@ func TestDeliverSpanLinksWhenContextHasSpan(t *testing.T) {
 		t.Errorf("an event without trace context: %d spans, parent %v", len(spans), spans[len(spans)-1].Parent())
 	}
 }
+
+// TestCheckpointAge: while delivered events wait for the checkpoint's next
+// save, varve.delivery.checkpoint.age grows from the last save; once the
+// checkpoint is saved (here, when Run returns) it is 0.
+func TestCheckpointAge(t *testing.T) {
+	tel := newTelemetry(t)
+	s := teststore.Kinds[0].Open(t, varve.Config{})
+	sub, err := subscription.Open(context.Background(), s, subscription.Config{Name: "aging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := delivery.New(sub, delivery.SinkFunc(func(context.Context, delivery.Delivery) error { return nil }),
+		delivery.Config{CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := ObserveDispatcher(sub, d, tel.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	who := map[attribute.Key]string{AttrSubscription: "aging"}
+	if age, points := gauge(t, tel.collect(t), "varve.delivery.checkpoint.age", who); points != 1 || age != 0 {
+		t.Fatalf("age before any delivery: %v in %d points, want 0", age, points)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	res, err := s.Append(ctx, "order-1", varve.NoStream, varve.NewEvent("Placed", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, d, res.Position)
+	time.Sleep(20 * time.Millisecond) // so that the age is measurably above 0; nothing asserts a duration
+	if age, _ := gauge(t, tel.collect(t), "varve.delivery.checkpoint.age", who); age <= 0 {
+		t.Errorf("age with a delivered event not saved: %v, want above 0", age)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if age, _ := gauge(t, tel.collect(t), "varve.delivery.checkpoint.age", who); age != 0 {
+		t.Errorf("age after the save: %v, want 0", age)
+	}
+}
