@@ -21,14 +21,18 @@ import (
 // layers puts the traced capabilities of w.inner under w.
 func (w *backend) layers() varve.Backend {
 	var b varve.Backend = w.inner
-	if _, ok := w.inner.(varve.FilteredReader); ok {
+	if capabilityOf[varve.FilteredReader](w) != nil {
 		b = &filteredLayer{Backend: b, w: w}
 	}
-	if _, ok := w.inner.(varve.TagStore); ok {
+	if capabilityOf[varve.TagStore](w) != nil {
 		b = &tagLayer{Backend: b, w: w}
 	}
-	if _, ok := w.inner.(varve.MultiAppender); ok {
-		b = &multiLayer{Backend: b, w: w}
+	// A backend may have the method and find at open that it cannot serve
+	// it (NATS before 2.12): then the Store must not find it either.
+	if m := capabilityOf[varve.MultiAppender](w); m != nil {
+		if p, ok := m.(interface{ CanAppendMulti() bool }); !ok || p.CanAppendMulti() {
+			b = &multiLayer{Backend: b, w: w}
+		}
 	}
 	return b
 }
