@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/workload"
@@ -53,6 +54,54 @@ func benchConsistency(b *testing.B, f Factory) {
 			return 1, err
 		}
 	}
+	// Interleaved: one writer alternates a single append, a multi-stream
+	// append and a DCB append, each timed on its own, so that the three
+	// share every moment of a noisy machine; it reports each one's
+	// events/s and the ratios to the single append.
+	b.Run("Interleaved", func(b *testing.B) {
+		s := store(b, f)
+		if !s.CanAppendMulti() && !s.CanTag() {
+			b.Skipf("%s has neither multi-stream appends nor DCB", s.Features().Name)
+		}
+		pfx := prefix(b)
+		ops := []func(context.Context, int) (int, error){single(s, pfx, 0), nil, nil}
+		if s.CanAppendMulti() {
+			ops[1] = multi(s, pfx, 0)
+		}
+		if s.CanTag() {
+			ops[2] = dcb(s, pfx, 0)
+		}
+		var spent [3]time.Duration
+		var events [3]int
+		ctx := b.Context()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			for k, op := range ops {
+				if op == nil {
+					continue
+				}
+				start := time.Now()
+				n, err := op(ctx, i)
+				spent[k] += time.Since(start)
+				if err != nil {
+					b.Fatalf("op %d: %v", k, err)
+				}
+				events[k] += n
+			}
+		}
+		b.StopTimer()
+		rate := func(k int) float64 { return float64(events[k]) / spent[k].Seconds() }
+		b.ReportMetric(rate(0), "single-events/s")
+		if ops[1] != nil {
+			b.ReportMetric(rate(1), "multi-events/s")
+			b.ReportMetric(rate(1)/rate(0), "multi/single")
+		}
+		if ops[2] != nil {
+			b.ReportMetric(rate(2), "dcb-events/s")
+			b.ReportMetric(rate(2)/rate(0), "dcb/single")
+		}
+	})
 	for _, c := range []struct {
 		name    string
 		writers int
