@@ -116,13 +116,23 @@ func newBackend(b varve.Backend, c config) *backend {
 // is not sampled costs no attributes.
 var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
-// end ends span with the outcome of err.
-func end(span trace.Span, err error, n int) {
+// spanAttrs starts the attributes of a span that records, set in one call
+// by end: each SetAttributes of the SDK grows the span's slice, which was
+// most of what a span allocated.
+func spanAttrs(span trace.Span, kv ...attribute.KeyValue) []attribute.KeyValue {
+	if !span.IsRecording() {
+		return nil
+	}
+	return append(make([]attribute.KeyValue, 0, len(kv)+4), kv...)
+}
+
+// end ends span with its attributes kv and the outcome of err.
+func end(span trace.Span, kv []attribute.KeyValue, err error, n int) {
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
-	span.SetAttributes(AttrOutcome.String(Outcome(err)), AttrBatchSize.Int(n))
+	span.SetAttributes(append(kv, AttrOutcome.String(Outcome(err)), AttrBatchSize.Int(n))...)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -133,8 +143,9 @@ func end(span trace.Span, err error, n int) {
 func (w *backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanAppend, clientSpan...)
+	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String()))
+		kv = spanAttrs(span, w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String()))
 	}
 	if w.propagate {
 		req.Events = injectEvents(req.Events, span.SpanContext(), w.maxEvent)
@@ -144,11 +155,11 @@ func (w *backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	w.appendOp.record(ctx, start, err, n)
 	if err == nil {
 		w.appended.Add(ctx, int64(n), w.appendedSet...)
-		if span.IsRecording() {
-			span.SetAttributes(AttrVersion.Int64(int64(res.LastVersion)), AttrPosition.String(res.Position.String()))
+		if kv != nil {
+			kv = append(kv, AttrVersion.Int64(int64(res.LastVersion)), AttrPosition.String(res.Position.String()))
 		}
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return res, err
 }
 
@@ -159,8 +170,9 @@ func (w *backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		dir = "backward"
 	}
 	ctx, span := w.tracer.Start(ctx, SpanReadStream, clientSpan...)
+	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrStream.String(q.Stream), AttrDirection.String(dir))
+		kv = spanAttrs(span, w.backendAttr, AttrStream.String(q.Stream), AttrDirection.String(dir))
 	}
 	before := len(buf)
 	out, err := w.inner.ReadStream(ctx, q, buf)
@@ -172,15 +184,16 @@ func (w *backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	if n > 0 {
 		w.read.Add(ctx, int64(n), w.readStreamSet...)
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return out, err
 }
 
 func (w *backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanReadAll, clientSpan...)
+	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrPosition.String(q.After.String()))
+		kv = spanAttrs(span, w.backendAttr, AttrPosition.String(q.After.String()))
 	}
 	before := len(buf)
 	out, err := w.inner.ReadAll(ctx, q, buf)
@@ -192,7 +205,7 @@ func (w *backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if n > 0 {
 		w.read.Add(ctx, int64(n), w.readAllSet...)
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return out, err
 }
 

@@ -74,9 +74,7 @@ func (l *multiLayer) AppendMulti(ctx context.Context, req varve.MultiAppendReque
 		n += len(a.Events)
 		streams = append(streams, a.Stream)
 	}
-	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrStreams.StringSlice(streams), AttrChecks.Int(len(req.Checks)))
-	}
+	kv := spanAttrs(span, w.backendAttr, AttrStreams.StringSlice(streams), AttrChecks.Int(len(req.Checks)))
 	if w.propagate {
 		parts := append([]varve.StreamAppend(nil), req.Appends...)
 		for i := range parts {
@@ -89,7 +87,7 @@ func (l *multiLayer) AppendMulti(ctx context.Context, req varve.MultiAppendReque
 	if err == nil {
 		w.appended.Add(ctx, int64(n), w.appendedSet...)
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return res, err
 }
 
@@ -105,8 +103,9 @@ func (l *tagLayer) AppendIf(ctx context.Context, req varve.AppendRequest, cond v
 	w := l.w
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanAppendIf, clientSpan...)
+	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String()),
+		kv = spanAttrs(span, w.backendAttr, AttrStream.String(req.Stream), AttrExpectedVersion.String(req.Expected.String()),
 			AttrPosition.String(cond.After.String()), AttrQueryItems.Int(len(cond.FailIfEventsMatch.Items)))
 	}
 	if w.propagate {
@@ -117,11 +116,11 @@ func (l *tagLayer) AppendIf(ctx context.Context, req varve.AppendRequest, cond v
 	w.appendIfOp.record(ctx, start, err, n)
 	if err == nil {
 		w.appended.Add(ctx, int64(n), w.appendedSet...)
-		if span.IsRecording() {
-			span.SetAttributes(AttrVersion.Int64(int64(res.LastVersion)), AttrPosition.String(res.Position.String()))
+		if kv != nil {
+			kv = append(kv, AttrVersion.Int64(int64(res.LastVersion)), AttrPosition.String(res.Position.String()))
 		}
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return res, err
 }
 
@@ -130,8 +129,9 @@ func (l *tagLayer) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []va
 	w := l.w
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanReadQuery, clientSpan...)
+	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrPosition.String(q.After.String()), AttrQueryItems.Int(len(q.Query.Items)))
+		kv = spanAttrs(span, w.backendAttr, AttrPosition.String(q.After.String()), AttrQueryItems.Int(len(q.Query.Items)))
 	}
 	before := len(buf)
 	out, through, err := capabilityOf[varve.TagStore](w).ReadQuery(ctx, q, buf)
@@ -143,7 +143,7 @@ func (l *tagLayer) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []va
 	if n > 0 {
 		w.read.Add(ctx, int64(n), w.readQuerySet...)
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return out, through, err
 }
 
@@ -160,8 +160,9 @@ func (l *filteredLayer) ReadAllFiltered(ctx context.Context, q varve.FilterQuery
 	w := l.w
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanReadAll, clientSpan...)
+	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		span.SetAttributes(w.backendAttr, AttrPosition.String(q.After.String()),
+		kv = spanAttrs(span, w.backendAttr, AttrPosition.String(q.After.String()),
 			AttrCategories.StringSlice(q.Filter.Categories), AttrEventTypes.StringSlice(q.Filter.Types), AttrStreamPrefixes.StringSlice(q.Filter.StreamPrefixes))
 	}
 	before := len(buf)
@@ -174,7 +175,7 @@ func (l *filteredLayer) ReadAllFiltered(ctx context.Context, q varve.FilterQuery
 	if n > 0 {
 		w.read.Add(ctx, int64(n), w.readAllSet...)
 	}
-	end(span, err, n)
+	end(span, kv, err, n)
 	return out, through, err
 }
 
