@@ -314,16 +314,18 @@ func BenchmarkReadAll(b *testing.B) {
 }
 
 // BenchmarkSuite runs the shared suite, the workloads every backend runs,
-// on both servers; each backend gets a stream of its own, deleted after.
-func BenchmarkSuite(b *testing.B) {
-	for _, srv := range benchServers {
-		b.Run(srv.name, func(b *testing.B) {
-			url := srv.url(b)
-			backendtest.Benchmark(b, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
-				return mode{}.open(tb, testConfig(url, uniqueName("suite")))
-			}})
-		})
-	}
+// on the in-process current server, with the names every backend's suite
+// has (BenchmarkSuite/Consistency/Multi2, say); BenchmarkSuiteMachine runs
+// it on the machine's server. Each backend gets a stream of its own,
+// deleted after.
+func BenchmarkSuite(b *testing.B) { benchSuite(b, embeddedURL) }
+
+func BenchmarkSuiteMachine(b *testing.B) { benchSuite(b, testenv.NATSURL(b)) }
+
+func benchSuite(b *testing.B, url string) {
+	backendtest.Benchmark(b, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
+		return mode{}.open(tb, testConfig(url, uniqueName("suite")))
+	}})
 }
 
 func TestScale(t *testing.T) {
