@@ -140,3 +140,65 @@ func TestMultiAppendMigratesStream(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMultiAppendChunked: a part above max_payload goes in chunks, published
+// before the batch; a batch that the server refuses leaves none behind.
+func TestMultiAppendChunked(t *testing.T) {
+	cfg := testConfig(embeddedURL, uniqueName("multichunks"))
+	b := mode{}.open(t, cfg)
+	s, err := varve.New(b, varve.Config{MaxEventSize: 4 << 20, MaxAppendBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	big, small := makeEvents(1, 3<<20), makeEvents(2, 10)
+	if _, err := s.Append(ctx, "small-1", varve.NoStream, small[:1]...); err != nil {
+		t.Fatal(err)
+	}
+	// Another process appends to small-1: this backend's cached head is
+	// one commit behind, so only the server's check can refuse the batch,
+	// after the big part's chunks are stored.
+	other := open(t, cfg)
+	if _, err := other.Append(ctx, varve.AppendRequest{Stream: "small-1", Expected: varve.Any, Events: makeEvents(1, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	lastSeq := func() uint64 {
+		t.Helper()
+		st, err := b.js.Stream(ctx, cfg.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().State.LastSeq
+	}
+	before := lastSeq()
+	_, err = s.AppendMulti(ctx, []varve.StreamAppend{
+		{Stream: "big-1", Expected: varve.NoStream, Events: big},
+		{Stream: "small-1", Expected: varve.Exact(1), Events: small[1:]},
+	})
+	if after := lastSeq(); after < before+3 {
+		t.Fatalf("the stream's last sequence went from %d to %d: the chunks were not published", before, after)
+	}
+	var wev *varve.WrongExpectedVersionError
+	if !errors.As(err, &wev) || wev.Stream != "small-1" || wev.Actual != 2 {
+		t.Fatalf("stale head: %v, want a conflict on small-1 at version 2", err)
+	}
+	if n := subjectCount(t, b, b.chPrefix+b.token("big-1")); n != 0 {
+		t.Fatalf("%d chunk messages left by a refused batch", n)
+	}
+	res, err := s.AppendMulti(ctx, []varve.StreamAppend{
+		{Stream: "big-1", Expected: varve.NoStream, Events: big},
+		{Stream: "small-1", Expected: varve.Exact(2), Events: small[1:]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := subjectCount(t, b, b.chPrefix+b.token("big-1")); n < 3 {
+		t.Fatalf("%d chunk messages, want at least 3", n)
+	}
+	checkEvents(t, collectAll(t, s.ReadStream(ctx, "big-1")), big, 1)
+	checkEvents(t, collectAll(t, s.ReadStream(ctx, "small-1", varve.From(3))), small[1:], 3)
+	all := collectAll(t, s.ReadAll(ctx, res[0].Position))
+	if len(all) != 1 || all[0].Stream != "small-1" || all[0].Position != res[1].Position {
+		t.Fatalf("$all after the big part: %+v", all)
+	}
+}
