@@ -323,9 +323,19 @@ func BenchmarkSuite(b *testing.B) { benchSuite(b, embeddedURL) }
 
 func BenchmarkSuiteMachine(b *testing.B) { benchSuite(b, testenv.NATSURL(b)) }
 
-func benchSuite(b *testing.B, url string) {
+// BenchmarkSuiteMemory runs the shared suite on the in-process server with
+// memory storage, where an atomic batch is not staged in a file store.
+func BenchmarkSuiteMemory(b *testing.B) {
+	benchSuite(b, embeddedURL, func(c *Config) { c.MemoryStorage = true })
+}
+
+func benchSuite(b *testing.B, url string, opts ...func(*Config)) {
 	backendtest.Benchmark(b, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
-		return mode{}.open(tb, testConfig(url, uniqueName("suite")))
+		cfg := testConfig(url, uniqueName("suite"))
+		for _, o := range opts {
+			o(&cfg)
+		}
+		return mode{}.open(tb, cfg)
 	}})
 }
 
