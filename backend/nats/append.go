@@ -62,7 +62,7 @@ type appendOp struct {
 }
 
 func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
-	a.begin(ctx)
+	a.begin()
 	for {
 		res, done, err := a.decide(ctx)
 		if err != nil || done {
@@ -98,7 +98,7 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 // begin encodes the events and takes the stream's head: cached, or the
 // empty head guessed for a new stream (read again before a conflict is
 // reported; a wrong guess costs the publish a retry), or read now.
-func (a *appendOp) begin(ctx context.Context) {
+func (a *appendOp) begin() {
 	a.body = appendEvents(make([]byte, stateLen, stateLen+eventsSize(a.req.Events)), a.req.Events)
 	h, cached := a.b.streams.head(a.req.Stream)
 	a.h = h

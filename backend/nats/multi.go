@@ -117,7 +117,7 @@ func (c *checkOp) decide(ctx context.Context, b *Backend) error {
 
 func (m *multiOp) run(ctx context.Context) ([]varve.AppendResult, error) {
 	for _, a := range m.ops {
-		a.begin(ctx)
+		a.begin()
 	}
 	for i := range m.checks {
 		c := &m.checks[i]
