@@ -41,6 +41,10 @@ type MultiAppendRequest struct {
 // expected version would. The first part that fails decides the error:
 // a [*WrongExpectedVersionError] naming its stream, or ErrStreamDeleted
 // or ErrDuplicateEvent wrapped in a [*StreamError] naming it.
+//
+// A backend whose support depends on what it finds when it opens (the
+// NATS backend: the server's version) also has a method CanAppendMulti()
+// bool; the Store treats one that reports false as lacking the capability.
 type MultiAppender interface {
 	AppendMulti(ctx context.Context, req MultiAppendRequest) ([]AppendResult, error)
 }

@@ -110,6 +110,9 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.watcher = capability[Watcher](b)
 	s.filtered = capability[FilteredReader](b)
 	s.multi = capability[MultiAppender](b)
+	if p, ok := s.multi.(interface{ CanAppendMulti() bool }); ok && !p.CanAppendMulti() {
+		s.multi = nil
+	}
 	s.tags = capability[TagStore](b)
 	s.leases = capability[LeaseStore](b)
 	s.pages.New = func() any {

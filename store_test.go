@@ -205,3 +205,34 @@ func TestUnwrapper(t *testing.T) {
 		}
 	}
 }
+
+// probed is a multi-stream appender that says whether it can append.
+type probed struct {
+	*memory.Backend
+	can bool
+}
+
+func (p probed) CanAppendMulti() bool { return p.can }
+
+// TestMultiAppendProbe: a MultiAppender whose CanAppendMulti says no is no
+// capability, also under a wrapper, and the Store says ErrNotSupported.
+func TestMultiAppendProbe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    varve.Backend
+		want bool
+	}{
+		{"can", probed{memory.New(), true}, true},
+		{"cannot", probed{memory.New(), false}, false},
+		{"cannot, wrapped", unwrapping{probed{memory.New(), false}}, false},
+	} {
+		s := newStore(t, tc.b, varve.Config{})
+		if s.CanAppendMulti() != tc.want {
+			t.Errorf("%s: CanAppendMulti %v, want %v", tc.name, s.CanAppendMulti(), tc.want)
+		}
+		_, err := s.AppendMulti(context.Background(), []varve.StreamAppend{{Stream: "a", Expected: varve.Any, Events: []varve.Event{{Type: "E"}}}})
+		if tc.want && err != nil || !tc.want && !errors.Is(err, varve.ErrNotSupported) {
+			t.Errorf("%s: AppendMulti: %v", tc.name, err)
+		}
+	}
+}

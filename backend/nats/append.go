@@ -54,65 +54,19 @@ type appendOp struct {
 	m     jsclient.Msg
 	fresh bool
 	hits  []hit
+	// needRead: the head is not cached and the append expects a stream
+	// that exists, so decide reads it first. set is the id set at h that
+	// decide checked the append against.
+	needRead bool
+	set      *idSet
 }
 
 func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
-	b, req := a.b, a.req
-	a.body = appendEvents(make([]byte, stateLen, stateLen+eventsSize(req.Events)), req.Events)
-	// A cached head, or the empty head guessed for a new stream, is read
-	// again before a conflict is reported; a wrong guess costs the publish a
-	// retry.
-	h, cached := b.streams.head(req.Stream)
-	a.h = h
-	if !cached && req.Expected != varve.NoStream {
-		if err := a.refresh(ctx); err != nil {
-			return varve.AppendResult{}, err
-		}
-	}
+	a.begin()
 	for {
-		if err := ctx.Err(); err != nil {
-			return varve.AppendResult{}, err
-		}
-		set, err := a.idSet(ctx)
-		if err != nil {
-			return varve.AppendResult{}, err
-		}
-		if a.h.st.kind == kindTombstone {
-			return varve.AppendResult{}, varve.ErrStreamDeleted
-		}
-		hits, ok := set.hits(a.h.seq, req.Events, a.hits[:0])
-		if !ok {
-			continue // the set moved on: check against its new head
-		}
-		a.hits = hits
-		// As in the memory backend: a stored first id makes the append a
-		// retry, whatever it expects; then the expectation; then the other
-		// ids.
-		if len(hits) > 0 && hits[0].i == 0 {
-			res, found, err := a.retry(ctx, hits[0].v)
-			if err != nil || found {
-				return res, err
-			}
-			hits = hits[1:]
-		}
-		if !req.Expected.Matches(a.h.version()) {
-			if !a.fresh {
-				if err := a.refresh(ctx); err != nil {
-					return varve.AppendResult{}, err
-				}
-				continue
-			}
-			return varve.AppendResult{}, &varve.WrongExpectedVersionError{Stream: req.Stream, Expected: req.Expected, Actual: a.h.version()}
-		}
-		for _, x := range hits {
-			id := req.Events[x.i].ID
-			v, found, err := a.locate(ctx, id, x.v)
-			if err != nil {
-				return varve.AppendResult{}, err
-			}
-			if found {
-				return varve.AppendResult{}, fmt.Errorf("%w: event %s is stored at version %d", varve.ErrDuplicateEvent, id, v)
-			}
+		res, done, err := a.decide(ctx)
+		if err != nil || done {
+			return res, err
 		}
 		ack, st, err := a.publish(ctx, a.h)
 		switch {
@@ -123,13 +77,7 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 		case err != nil:
 			return varve.AppendResult{}, err
 		case !ack.Duplicate:
-			a.stored = true
-			n := len(req.Events)
-			nh := head{seq: ack.Seq, st: st, first: st.version - uint64(n) + 1, n: n}
-			b.streams.remember(req.Stream, nh)
-			set.appended(a.h.seq, nh, req.Events)
-			b.streams.keepIDs(req.Stream, set)
-			return varve.AppendResult{FirstVersion: nh.first, LastVersion: st.version, Position: nh.lastPos()}, nil
+			return a.committed(ack.Seq, st), nil
 		case ack.Seq > a.h.seq:
 			// The server's dedupe window holds a commit with this message
 			// id, stored after the head the ids were checked at (a retry of
@@ -147,8 +95,92 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 	}
 }
 
+// begin encodes the events and takes the stream's head: cached, or the
+// empty head guessed for a new stream (read again before a conflict is
+// reported; a wrong guess costs the publish a retry), or read now.
+func (a *appendOp) begin() {
+	a.body = appendEvents(make([]byte, stateLen, stateLen+eventsSize(a.req.Events)), a.req.Events)
+	h, cached := a.b.streams.head(a.req.Stream)
+	a.h = h
+	a.needRead = !cached && a.req.Expected != varve.NoStream
+}
+
+// decide checks the append against the stream at a fresh enough head: done
+// with the original result when it is a retry, an error when it fails
+// (tombstone, expectation, duplicate ids), neither when the commit may be
+// published at a.h, whose id set is then a.set.
+func (a *appendOp) decide(ctx context.Context) (res varve.AppendResult, done bool, err error) {
+	req := a.req
+	if a.needRead {
+		if err := a.refresh(ctx); err != nil {
+			return varve.AppendResult{}, false, err
+		}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return varve.AppendResult{}, false, err
+		}
+		set, err := a.idSet(ctx)
+		if err != nil {
+			return varve.AppendResult{}, false, err
+		}
+		if a.h.st.kind == kindTombstone {
+			return varve.AppendResult{}, false, varve.ErrStreamDeleted
+		}
+		hits, ok := set.hits(a.h.seq, req.Events, a.hits[:0])
+		if !ok {
+			continue // the set moved on: check against its new head
+		}
+		a.hits = hits
+		// As in the memory backend: a stored first id makes the append a
+		// retry, whatever it expects; then the expectation; then the other
+		// ids.
+		if len(hits) > 0 && hits[0].i == 0 {
+			res, found, err := a.retry(ctx, hits[0].v)
+			if err != nil || found {
+				return res, err == nil, err
+			}
+			hits = hits[1:]
+		}
+		if !req.Expected.Matches(a.h.version()) {
+			if !a.fresh {
+				if err := a.refresh(ctx); err != nil {
+					return varve.AppendResult{}, false, err
+				}
+				continue
+			}
+			return varve.AppendResult{}, false, &varve.WrongExpectedVersionError{Stream: req.Stream, Expected: req.Expected, Actual: a.h.version()}
+		}
+		for _, x := range hits {
+			id := req.Events[x.i].ID
+			v, found, err := a.locate(ctx, id, x.v)
+			if err != nil {
+				return varve.AppendResult{}, false, err
+			}
+			if found {
+				return varve.AppendResult{}, false, fmt.Errorf("%w: event %s is stored at version %d", varve.ErrDuplicateEvent, id, v)
+			}
+		}
+		a.set = set
+		return varve.AppendResult{}, false, nil
+	}
+}
+
+// committed records the commit stored at seq with state st, published at
+// a.h with the id set a.set, and returns its result.
+func (a *appendOp) committed(seq uint64, st state) varve.AppendResult {
+	a.stored = true
+	n := len(a.req.Events)
+	nh := head{seq: seq, st: st, first: st.version - uint64(n) + 1, n: n}
+	a.b.streams.remember(a.req.Stream, nh)
+	a.set.appended(a.h.seq, nh, a.req.Events)
+	a.b.streams.keepIDs(a.req.Stream, a.set)
+	return varve.AppendResult{FirstVersion: nh.first, LastVersion: st.version, Position: nh.lastPos()}
+}
+
 // refresh reads the stream's head.
 func (a *appendOp) refresh(ctx context.Context) error {
+	a.needRead = false
 	h, m, err := a.b.fetchHead(ctx, a.req.Stream, a.subj)
 	if err != nil {
 		return fmt.Errorf("read head: %w", err)
@@ -251,6 +283,25 @@ func (a *appendOp) msgID(h head) string {
 // publish sends the commit at the version after h, expecting h to be the
 // subject's last message.
 func (a *appendOp) publish(ctx context.Context, h head) (jsclient.Ack, state, error) {
+	data, st, exp, err := a.message(ctx, h)
+	if err != nil {
+		return jsclient.Ack{}, st, err
+	}
+	ack, err := a.b.c.Publish(ctx, a.subj, data, exp)
+	var refused *jsclient.APIError
+	if err != nil && !errors.As(err, &refused) {
+		a.unsure = a.unsure || st.kind == kindChunked
+	}
+	if err != nil {
+		return jsclient.Ack{}, st, fmt.Errorf("publish commit: %w", err)
+	}
+	return ack, st, nil
+}
+
+// message is the commit at the version after h, its state and what its
+// publish expects; the events of a commit above the server's max_payload
+// are published in chunks first.
+func (a *appendOp) message(ctx context.Context, h head) ([]byte, state, jsclient.Expect, error) {
 	b := a.b
 	now := time.Now().UnixNano()
 	cur := h.version()
@@ -276,20 +327,12 @@ func (a *appendOp) publish(ctx context.Context, h head) (jsclient.Ack, state, er
 		st.kind = kindChunked
 		ref, err := a.publishChunks(ctx, h)
 		if err != nil {
-			return jsclient.Ack{}, st, err
+			return nil, st, exp, err
 		}
 		data = appendChunkRef(make([]byte, stateLen, stateLen+16+10*len(ref.seqs)), ref)
 		putState(data, st)
 	}
-	ack, err := b.c.Publish(ctx, a.subj, data, exp)
-	var refused *jsclient.APIError
-	if err != nil && !errors.As(err, &refused) {
-		a.unsure = a.unsure || st.kind == kindChunked
-	}
-	if err != nil {
-		return jsclient.Ack{}, st, fmt.Errorf("publish commit: %w", err)
-	}
-	return ack, st, nil
+	return data, st, exp, nil
 }
 
 // publishChunks stores the encoded events in chunks on the stream's chunk

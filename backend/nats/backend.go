@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,12 @@ type Backend struct {
 	chPrefix  string // "<prefix>.c."
 	floorSubj string // "<prefix>.f"
 	watchSubj string // "<prefix>.w.>"
+	checkSubj string // "<prefix>.k": the checks of multi-stream appends
+
+	// multiErr says why the backend does not append to several streams
+	// atomically (nil when it does): decided in New from the server's
+	// version and the stream's configuration.
+	multiErr error
 
 	layoutSubj string // "<prefix>.l": the layout marker
 	layout     byte   // layoutStreamID or layoutCategory
@@ -56,6 +63,7 @@ var (
 	_ varve.CheckpointStore = (*Backend)(nil)
 	_ varve.Watcher         = (*Backend)(nil)
 	_ varve.FilteredReader  = (*Backend)(nil)
+	_ varve.MultiAppender   = (*Backend)(nil)
 )
 
 // ErrUnreachable is in the errors of calls made while the connection to
@@ -78,6 +86,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		chPrefix:  cfg.Prefix + ".c.",
 		floorSubj: cfg.Prefix + ".f",
 		watchSubj: cfg.Prefix + ".w.>",
+		checkSubj: cfg.Prefix + ".k",
 
 		layoutSubj: cfg.Prefix + ".l",
 		floors:     floorTable{floors: make(map[uint64]varve.Version)},
@@ -137,6 +146,8 @@ func (b *Backend) streamConfig() jetstream.StreamConfig {
 			Destination: b.watchSubj,
 			HeadersOnly: true,
 		},
+		AllowAtomicPublish: b.c.AtomicBatches(),
+		AllowMsgTTL:        b.c.AtomicBatches(),
 	}
 }
 
@@ -145,15 +156,25 @@ func (b *Backend) subjects() []string {
 	if !b.cfg.legacyLayout {
 		subjs = append(subjs, b.layoutSubj)
 	}
+	if b.c.AtomicBatches() {
+		subjs = append(subjs, b.checkSubj)
+	}
 	return subjs
 }
 
 // ensureStream creates the stream, or checks an existing one and adds
 // direct gets, the headers-only republish that Watch relies on and the
 // subject of the layout marker (a stream of an earlier version lacks it).
+// On servers with atomic batch publishes (2.12+) it also allows them, and
+// per-message TTLs and the subject of the checks of multi-stream appends;
+// if the server refuses that, the backend has no multi-stream appends.
 func (b *Backend) ensureStream(ctx context.Context) error {
 	ctx, cancel := b.c.Bound(ctx)
 	defer cancel()
+	b.multiErr = nil
+	if !b.c.AtomicBatches() {
+		b.multiErr = fmt.Errorf("nats: server %s has no atomic batch publish (2.12+): %w", b.nc.ConnectedServerVersion(), varve.ErrNotSupported)
+	}
 	want := b.streamConfig()
 	b.c.CountRequest()
 	s, err := b.js.Stream(ctx, b.cfg.Stream)
@@ -177,18 +198,22 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 	for _, subj := range have.Subjects {
 		subjects[subj] = true
 	}
-	addLayout := false
+	addLayout, addCheck := false, false
 	for _, subj := range want.Subjects {
 		switch {
 		case subjects[subj]:
 		case subj == b.layoutSubj:
 			addLayout = true
+		case subj == b.checkSubj:
+			addCheck = true
 		default:
 			return fmt.Errorf("nats: stream %s exists without subject %q (has %v): %w",
 				b.cfg.Stream, subj, have.Subjects, varve.ErrInvalidArgument)
 		}
 	}
-	if !addLayout && have.AllowDirect && have.RePublish != nil && *have.RePublish == *want.RePublish {
+	atomic := addCheck || want.AllowAtomicPublish && !have.AllowAtomicPublish || want.AllowMsgTTL && !have.AllowMsgTTL
+	basic := addLayout || !have.AllowDirect || have.RePublish == nil || *have.RePublish != *want.RePublish
+	if !basic && !atomic {
 		return nil
 	}
 	if addLayout {
@@ -196,8 +221,27 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 	}
 	have.AllowDirect = true
 	have.RePublish = want.RePublish
+	plain := have
+	plain.Subjects = slices.Clone(have.Subjects)
+	if atomic {
+		if addCheck {
+			have.Subjects = append(have.Subjects, b.checkSubj)
+		}
+		have.AllowAtomicPublish, have.AllowMsgTTL = true, true
+	}
 	b.c.CountRequest()
-	if _, err := b.js.UpdateStream(ctx, have); err != nil {
+	_, err = b.js.UpdateStream(ctx, have)
+	if err != nil && atomic {
+		// The stream may have settings that atomic batches exclude (async
+		// persistence, say): it works on without multi-stream appends.
+		b.multiErr = fmt.Errorf("nats: stream %s refuses atomic batch publish (%w): %w", b.cfg.Stream, b.c.Err(ctx, err), varve.ErrNotSupported)
+		if !basic {
+			return nil
+		}
+		b.c.CountRequest()
+		_, err = b.js.UpdateStream(ctx, plain)
+	}
+	if err != nil {
 		return fmt.Errorf("nats: enable direct gets, republish and the layout marker on stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
 	}
 	return nil

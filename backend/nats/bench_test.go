@@ -12,6 +12,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/backendtest"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 	"github.com/varve-go/varve/internal/testenv"
 )
 
@@ -314,16 +315,28 @@ func BenchmarkReadAll(b *testing.B) {
 }
 
 // BenchmarkSuite runs the shared suite, the workloads every backend runs,
-// on both servers; each backend gets a stream of its own, deleted after.
-func BenchmarkSuite(b *testing.B) {
-	for _, srv := range benchServers {
-		b.Run(srv.name, func(b *testing.B) {
-			url := srv.url(b)
-			backendtest.Benchmark(b, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
-				return mode{}.open(tb, testConfig(url, uniqueName("suite")))
-			}})
-		})
-	}
+// on the in-process current server, with the names every backend's suite
+// has (BenchmarkSuite/Consistency/Multi2, say); BenchmarkSuiteMachine runs
+// it on the machine's server. Each backend gets a stream of its own,
+// deleted after.
+func BenchmarkSuite(b *testing.B) { benchSuite(b, embeddedURL) }
+
+func BenchmarkSuiteMachine(b *testing.B) { benchSuite(b, testenv.NATSURL(b)) }
+
+// BenchmarkSuiteMemory runs the shared suite on the in-process server with
+// memory storage, where an atomic batch is not staged in a file store.
+func BenchmarkSuiteMemory(b *testing.B) {
+	benchSuite(b, embeddedURL, func(c *Config) { c.MemoryStorage = true })
+}
+
+func benchSuite(b *testing.B, url string, opts ...func(*Config)) {
+	backendtest.Benchmark(b, backendtest.Factory{New: func(tb testing.TB) varve.Backend {
+		cfg := testConfig(url, uniqueName("suite"))
+		for _, o := range opts {
+			o(&cfg)
+		}
+		return mode{}.open(tb, cfg)
+	}})
 }
 
 func TestScale(t *testing.T) {
@@ -476,6 +489,46 @@ func BenchmarkAppendLayouts(b *testing.B) {
 			b.ReportMetric(float64(dOld.Microseconds())/float64(b.N), "old-us/op")
 			b.ReportMetric(float64(dCat.Microseconds())/float64(b.N), "category-us/op")
 			b.ReportMetric(float64(dCat)/float64(dOld), "category/old")
+		})
+	}
+}
+
+// BenchmarkPublishBatch measures what an atomic batch costs the in-process
+// server against a single publish, on file and memory storage: a batch of
+// 1 and of 2 messages of 200 bytes. On file storage an R1 stream stages
+// every batch in a file store of its own, synced, before the commit.
+func BenchmarkPublishBatch(b *testing.B) {
+	for _, mem := range []bool{false, true} {
+		name := "file"
+		if mem {
+			name = "mem"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := testConfig(embeddedURL, uniqueName("batch"))
+			cfg.MemoryStorage = mem
+			be := mode{}.open(b, cfg)
+			ctx := ctxT(b)
+			data := make([]byte, 200)
+			b.Run("single", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := be.c.Publish(ctx, be.evPrefix+"x.y", data, jsclient.Expect{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			for _, n := range []int{1, 2} {
+				b.Run("batch"+string(rune('0'+n)), func(b *testing.B) {
+					msgs := make([]jsclient.BatchMsg, n)
+					for i := range msgs {
+						msgs[i] = jsclient.BatchMsg{Subject: be.evPrefix + "x.y", Data: data}
+					}
+					for b.Loop() {
+						if _, err := be.c.PublishBatch(ctx, msgs); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		})
 	}
 }

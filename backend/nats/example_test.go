@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
@@ -59,4 +60,38 @@ func ExampleBackend_Layout() {
 		log.Fatal(err)
 	}
 	fmt.Println(len(page.Events), "order events; next page after", page.Through)
+}
+
+// Move money between two accounts atomically, on the condition that the
+// account's limits did not change since they were read. The servers from
+// 2.12 on have atomic batches; on older ones the store says so.
+func ExampleBackend_CanAppendMulti() {
+	ctx := context.Background()
+	b, err := nats.New(ctx, nats.Config{URL: "nats://127.0.0.1:4222", Stream: "BANK", Prefix: "bank"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := varve.New(b, varve.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	if !store.CanAppendMulti() {
+		fmt.Println("this server has no atomic batch publish (2.12+)")
+		return
+	}
+	res, err := store.AppendMulti(ctx, []varve.StreamAppend{
+		{Stream: "account-1", Expected: varve.Exact(7), Events: []varve.Event{{Type: "Debited", Data: []byte(`{"amount":10}`)}}},
+		{Stream: "account-2", Expected: varve.Exact(3), Events: []varve.Event{{Type: "Credited", Data: []byte(`{"amount":10}`)}}},
+	}, varve.StreamCheck{Stream: "limits-1", Expected: varve.Exact(2)})
+	var conflict *varve.WrongExpectedVersionError
+	switch {
+	case errors.As(err, &conflict):
+		fmt.Println("read", conflict.Stream, "again and decide anew")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("debited at", res[0].Position, "credited at", res[1].Position)
+	}
 }

@@ -65,6 +65,7 @@ type Client struct {
 	restarts   atomic.Uint64
 	returned   atomic.Uint64
 	batch      atomic.Bool
+	atomicPub  bool
 
 	life context.Context // done when the client is closed
 	kill context.CancelFunc
@@ -91,6 +92,7 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 	}
 	c.life, c.kill = context.WithCancel(context.Background())
 	c.batch.Store(versionAtLeast(nc.ConnectedServerVersion(), 2, 11))
+	c.atomicPub = versionAtLeast(nc.ConnectedServerVersion(), 2, 12)
 	sub, err := nc.Subscribe(c.prefix+"*", c.reply)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to replies: %w", err)
@@ -185,6 +187,10 @@ func (c *Client) Returned() uint64 { return c.returned.Load() }
 
 // BatchGets reports whether the client uses batched direct gets.
 func (c *Client) BatchGets() bool { return c.batch.Load() }
+
+// AtomicBatches reports whether the server's version says it has atomic
+// batch publishes ([Client.PublishBatch], 2.12+).
+func (c *Client) AtomicBatches() bool { return c.atomicPub }
 
 // DisableBatchGets makes the client read with consumers, as on servers
 // before 2.11.
