@@ -12,8 +12,8 @@
 // This is at-least-once, on every backend (memory, SQLite, PostgreSQL,
 // NATS): handlers must be idempotent. With a [CommitFunc] the projection
 // saves the checkpoint itself, in the transaction of its read-model writes;
-// package pgprojection builds one for PostgreSQL, which gives exactly-once
-// read models.
+// packages pgprojection (PostgreSQL) and sqliteprojection (SQLite) build
+// one, which gives exactly-once read models.
 //
 // # Failures
 //
