@@ -361,9 +361,11 @@ func (r *Runner) run(ctx context.Context) error {
 			}
 		}
 		nctx, wake := context.WithCancel(ctx)
-		if r.cfg.ControlPoll > 0 {
+		if r.cfg.ControlPoll > 0 && live {
 			// A live runner waiting for events looks at the control
-			// stream all the same.
+			// stream all the same. (Not while catching up: a slow read
+			// must not be cut short again and again; the loop comes
+			// back here after each batch anyway.)
 			nctx, wake = context.WithTimeout(ctx, r.cfg.ControlPoll)
 		}
 		r.mu.Lock()
