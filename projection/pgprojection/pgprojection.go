@@ -97,13 +97,24 @@ ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXC
 			}
 		}()
 		// One committer of a checkpoint at a time, also before its row
-		// exists; the checkpoint is read after the lock is held.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "varve:"+schema+":"+checkpoint); err != nil {
-			return fmt.Errorf("pgprojection: lock checkpoint %q: %w", checkpoint, err)
-		}
+		// exists; the checkpoint is read after the lock is held. Both go in
+		// one round trip.
 		var c, q int64
-		if err := tx.QueryRow(ctx, load, checkpoint).Scan(&c, &q); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("pgprojection: load checkpoint %q: %w", checkpoint, err)
+		batch := &pgx.Batch{}
+		batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "varve:"+schema+":"+checkpoint)
+		batch.Queue(load, checkpoint)
+		br := tx.SendBatch(ctx, batch)
+		_, err = br.Exec()
+		if err == nil {
+			if err = br.QueryRow().Scan(&c, &q); errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("pgprojection: lock and load checkpoint %q: %w", checkpoint, err)
 		}
 		cp := varve.Position{Commit: uint64(c), Seq: uint64(q)}
 		if !cp.Less(b.Through) {
