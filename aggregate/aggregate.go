@@ -55,15 +55,11 @@ func (a *Aggregate[T]) Raise(events ...any) error {
 	state := a.state
 	n := len(a.pending)
 	for _, e := range events {
-		name, v, err := d.Events.lookup(e)
+		ev, v, err := d.Events.Encode(d.Codec, e)
 		if err == nil {
-			var data []byte
-			if data, err = d.Codec.Marshal(v); err == nil {
-				a.pending = append(a.pending, varve.Event{Type: name, Data: data})
-				state = d.Apply(state, v)
-				continue
-			}
-			err = fmt.Errorf("encode %q: %w", name, err)
+			a.pending = append(a.pending, ev)
+			state = d.Apply(state, v)
+			continue
 		}
 		clear(a.pending[n:])
 		a.pending = a.pending[:n]

@@ -12,7 +12,16 @@
 // was given in the [Registry], and passes it to the pure function
 // Definition.Apply, which returns the next state. Loading replays the same
 // function over the stored events. A stored event whose type is not in the
-// registry fails the load with [ErrUnknownEventType]; so does raising one.
+// registry fails the load with [ErrUnknownEventType] (a
+// [*schema.UnknownTypeError] that names the type); so does raising one.
+//
+// The registry is package schema's, which projections use too: events
+// stored under a type's old name ([schema.Registry.Alias]) or at an older
+// schema version of its payload ([schema.RegisterVersion],
+// [schema.Registry.Upcast]) load as today's Go type. [New] validates the
+// registry ([schema.Registry.Validate]), so that a missing upcaster or an
+// alias of an unregistered type stops the repository at start-up rather
+// than a load later.
 //
 // [Repository.Save] appends the pending events with the expected version
 // the aggregate was loaded at. [Repository.Execute] runs a command and

@@ -74,5 +74,5 @@ func ExampleRegister() {
 	// Output:
 	// Incremented
 	// aggregate_test.Incremented{By:5}
-	// true aggregate: unknown event type: "Reset" is not registered
+	// true schema: unknown event type "Reset" (register it, or alias it to its new name)
 }

@@ -94,6 +94,9 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 	case cfg.SnapshotEvery < 0 || cfg.CacheSize < 0 || cfg.MaxAttempts < 0:
 		return nil, fmt.Errorf("aggregate: new repository %q: negative setting in %+v: %w", def.Category, cfg, varve.ErrInvalidArgument)
 	}
+	if err := def.Events.Validate(); err != nil {
+		return nil, fmt.Errorf("aggregate: new repository %q: events: %w", def.Category, err)
+	}
 	if def.Codec == nil {
 		def.Codec = JSON{}
 	}
@@ -238,7 +241,7 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 		if err != nil {
 			return nil, fmt.Errorf("aggregate: load: %w", err)
 		}
-		v, err := r.def.Events.Decode(r.def.Codec, e.Type, e.Data)
+		v, err := r.def.Events.DecodeEvent(r.def.Codec, e)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate: load %s: event at version %d: %w", a.stream, e.Version, err)
 		}

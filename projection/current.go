@@ -3,7 +3,6 @@ package projection
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/varve-go/varve"
@@ -19,20 +18,11 @@ type currentRecord struct {
 // Current returns the version of projection name whose read model is to be
 // served; ok is false when no version was made current yet.
 func Current(ctx context.Context, store *varve.Store, name string) (version int, ok bool, err error) {
-	for e, err := range store.ReadStream(ctx, ControlStream(name), varve.ReadBackward(), varve.Limit(1)) {
-		if errors.Is(err, varve.ErrStreamNotFound) {
-			return 0, false, nil
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("projection %q: current version: %w", name, err)
-		}
-		var r currentRecord
-		if err := json.Unmarshal(e.Data, &r); err != nil {
-			return 0, false, fmt.Errorf("projection %q: current version: %w", name, err)
-		}
-		return r.Version, true, nil
+	c, err := ReadControl(ctx, store, name)
+	if err != nil {
+		return 0, false, fmt.Errorf("projection %q: current version: %w", name, err)
 	}
-	return 0, false, nil
+	return c.Current, c.Current > 0, nil
 }
 
 // SetCurrent makes version the current version of projection name. The

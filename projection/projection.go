@@ -12,8 +12,8 @@
 // This is at-least-once, on every backend (memory, SQLite, PostgreSQL,
 // NATS): handlers must be idempotent. With a [CommitFunc] the projection
 // saves the checkpoint itself, in the transaction of its read-model writes;
-// package pgprojection builds one for PostgreSQL, which gives exactly-once
-// read models.
+// packages pgprojection (PostgreSQL) and sqliteprojection (SQLite) build
+// one, which gives exactly-once read models.
 //
 // # Failures
 //
@@ -29,7 +29,23 @@
 // were in the log when it started) while the old one keeps serving. A
 // runner with [Config.Promote] makes its version current ([SetCurrent])
 // when it has caught up with the head of the log; readers ask [Current]
-// which version's read model to serve.
+// which version's read model to serve. [Rebuild] asks a running version to
+// rebuild in place instead: its Reset empties the read model, then it
+// replays the log (with downtime of that read model).
+//
+// # Control and status in the store
+//
+// A runner's [Status] lives in its process. What outlives it is in the
+// store: each version's checkpoint and origin (checkpoints named after
+// [CheckpointName]), and the projection's control stream ([ControlStream],
+// a system stream), which holds the current version, the requests of
+// [Pause], [Resume] and [Rebuild], and the failures of runners (a Run that
+// ended with an error, until the version reaches the head again). Runners
+// read the control stream every [Config.ControlPoll] and follow it;
+// [Inspect] and [List] read it, with the checkpoints and the parked
+// events, for tools such as `varve projections`. Runners write to the
+// store only on such events, never per batch, so that a projection's
+// bookkeeping does not move the head of the log it follows.
 package projection
 
 import (
@@ -81,6 +97,10 @@ type Projection struct {
 	Handle Handler
 	// Commit applies a batch and saves the checkpoint itself.
 	Commit CommitFunc
+	// Reset empties the read model of version (say, DELETE FROM its table)
+	// when a [Rebuild] is requested; it must be idempotent. Without it the
+	// projection does not rebuild in place.
+	Reset func(ctx context.Context, version int) error
 }
 
 // MaxNameLen bounds a projection's name, so that the names derived from it

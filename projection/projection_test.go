@@ -359,3 +359,138 @@ func TestRebuild(t *testing.T) {
 		}
 	})
 }
+
+// TestControl drives a running runner through its control stream, as
+// `varve projections` does: pause, resume, an in-place rebuild (Reset, then
+// every event again, exactly once), a failure recorded and cleared; and
+// checks what Inspect and List read from the store at each step.
+func TestControl(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *varve.Store, base projection.Config) {
+		ctx := context.Background()
+		first := appendN(t, s, "cnt", "Counted", 12, 3)
+		var mu sync.Mutex
+		rec := newRecorder()
+		resets := 0
+		p := projection.Projection{Name: "ctl", Version: 1, Filter: varve.Filter{Categories: []string{"cnt"}},
+			Handle: func(ctx context.Context, b projection.Batch) error {
+				mu.Lock()
+				r := rec
+				mu.Unlock()
+				return r.handle(ctx, b)
+			},
+			Reset: func(context.Context, int) error {
+				mu.Lock()
+				defer mu.Unlock()
+				rec, resets = newRecorder(), resets+1
+				return nil
+			}}
+		cur := func() *recorder { mu.Lock(); defer mu.Unlock(); return rec }
+		cfg := with(base, projection.Config{ControlPoll: 5 * time.Millisecond, PageSize: 5})
+		r, err := projection.NewRunner(s, p, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inspect := func() projection.Info {
+			info, err := projection.Inspect(ctx, s, "ctl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return info
+		}
+		stop := start(t, r)
+		<-r.Live()
+		if info := inspect(); len(info.Versions) != 1 || info.Versions[0].State != "live" || info.Paused {
+			t.Fatalf("after catch-up: %+v", info)
+		}
+
+		if err := projection.Pause(ctx, s, "ctl"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "pause", func() bool { return r.Status().State == projection.Paused })
+		second := appendN(t, s, "cnt", "Counted", 6, 3)
+		if info := inspect(); !info.Paused || info.Versions[0].State != "paused" {
+			t.Fatalf("after Pause: %+v", info)
+		}
+		if n := cur().count(); n != len(first) {
+			t.Errorf("%d events handled while paused, want %d", n, len(first))
+		}
+		if err := projection.Resume(ctx, s, "ctl"); err != nil {
+			t.Fatal(err)
+		}
+		all := append(first, second...)
+		waitFor(t, "resume", func() bool { return cur().count() == len(all) })
+
+		if err := projection.Rebuild(ctx, s, "ctl", 1); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "rebuild", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return resets == 1 && rec.count() == len(all)
+		})
+		waitFor(t, "live after the rebuild", func() bool { return r.Status().State == projection.Live })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		rebuilt := cur()
+		rebuilt.check(t, all)
+		for _, id := range all {
+			if !rebuilt.replayed[id] {
+				t.Errorf("event %s of the rebuild not marked Replaying", id)
+			}
+		}
+		if info := inspect(); info.Versions[0].RebuildPending || info.Versions[0].State != "live" {
+			t.Fatalf("after the rebuild: %+v", info.Versions)
+		}
+
+		// A poison event stops it: the failure is in the store until the
+		// runner reaches the head again.
+		bad := appendN(t, s, "cnt", "Bad", 1, 1)
+		boom := errors.New("boom")
+		bp := p
+		bp.Handle = func(ctx context.Context, b projection.Batch) error {
+			for _, e := range b.Events {
+				if e.Type == "Bad" {
+					return boom
+				}
+			}
+			return p.Handle(ctx, b)
+		}
+		fcfg := cfg
+		fcfg.Attempts, fcfg.MinBackoff, fcfg.MaxBackoff = 1, time.Millisecond, time.Millisecond
+		fr, err := projection.NewRunner(s, bp, fcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.Run(ctx); !errors.Is(err, projection.ErrStopped) {
+			t.Fatalf("Run = %v, want ErrStopped", err)
+		}
+		info := inspect()
+		if info.Failure == nil || info.Failure.Version != 1 || info.Versions[0].State != "failed" {
+			t.Fatalf("after the failure: %+v %+v", info.Failure, info.Versions)
+		}
+		r2, err := projection.NewRunner(s, p, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop = start(t, r2)
+		<-r2.Live()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		cur().check(t, append(all, bad...))
+		if info := inspect(); info.Failure != nil || info.Versions[0].State != "live" {
+			t.Fatalf("after the recovery: %+v %+v", info.Failure, info.Versions)
+		}
+		names, err := projection.List(ctx, s)
+		if err != nil {
+			if errors.Is(err, varve.ErrNotSupported) {
+				return
+			}
+			t.Fatal(err)
+		}
+		if len(names) != 1 || names[0] != "ctl" {
+			t.Fatalf("List = %v, want [ctl]", names)
+		}
+	})
+}

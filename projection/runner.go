@@ -43,10 +43,12 @@ const (
 	Paused
 	// Failed: Run returned an error.
 	Failed
+	// Rebuilding: the runner replays the log after a [Rebuild] request.
+	Rebuilding
 )
 
 func (s State) String() string {
-	return [...]string{"idle", "catching-up", "live", "paused", "failed"}[s]
+	return [...]string{"idle", "catching-up", "live", "paused", "failed", "rebuilding"}[s]
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -107,7 +109,15 @@ type Config struct {
 	// process memory on a backend without them. A projection with a
 	// CommitFunc needs the store's own.
 	Checkpoints varve.CheckpointStore
+	// ControlPoll is how often the runner reads the projection's control
+	// stream for the requests of [Pause], [Resume] and [Rebuild] (what
+	// `varve projections` writes); default 1s, negative to ignore them.
+	// A runner also records there a Run that failed, and its recovery.
+	ControlPoll time.Duration
 }
+
+// DefaultControlPoll is the default of [Config.ControlPoll].
+const DefaultControlPoll = time.Second
 
 // Runner runs one version of a projection. Its methods are safe for
 // concurrent use; Run runs at most once at a time.
@@ -131,6 +141,13 @@ type Runner struct {
 
 	live     chan struct{}
 	liveOnce sync.Once
+
+	// Following the control stream; only Run's goroutine uses these.
+	ctrlAt     time.Time
+	extPaused  bool          // paused by the control stream
+	rebuilt    varve.Version // the last rebuild request carried out
+	rebuilding bool
+	failed     bool // the control stream holds a failure of this version
 }
 
 // NewRunner returns a runner of p over store.
@@ -152,6 +169,9 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 	}
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.ControlPoll == 0 {
+		cfg.ControlPoll = DefaultControlPoll
 	}
 	cps := cfg.Checkpoints
 	if cps == nil {
@@ -254,14 +274,28 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				s.State, s.LastError = Failed, err.Error()
 			}
 		})
+		if err != nil && r.cfg.ControlPoll >= 0 {
+			r.recordFailure(ctx, err)
+		}
 		r.mu.Lock()
 		r.running = false
 		r.mu.Unlock()
 	}()
-	return r.run(ctx)
+	for {
+		err := r.run(ctx)
+		if !errors.Is(err, errRestart) {
+			return err
+		}
+	}
 }
 
+// errRestart makes Run open the subscription again, after a rebuild.
+var errRestart = errors.New("projection: restart")
+
 func (r *Runner) run(ctx context.Context) error {
+	if err := r.followControl(ctx, true); err != nil {
+		return err
+	}
 	origin, err := r.origin(ctx)
 	if err != nil {
 		return fmt.Errorf("projection %q: origin: %w", r.p.Name, err)
@@ -284,7 +318,7 @@ func (r *Runner) run(ctx context.Context) error {
 		return fmt.Errorf("projection %q: %w", r.p.Name, err)
 	}
 	start, _ := sub.StartPosition()
-	r.set(func(s *Status) { s.Position, s.State = start, CatchingUp })
+	r.set(func(s *Status) { s.Position, s.State = start, r.catchingUp() })
 	// The head is looked at again when the runner reaches the last one
 	// seen (it is live when it is still there), and at most once a second
 	// for the lag otherwise: not once per batch.
@@ -304,6 +338,9 @@ func (r *Runner) run(ctx context.Context) error {
 		return err
 	}
 	for {
+		if err := r.followControl(ctx, false); err != nil {
+			return err
+		}
 		if err := r.waitResumed(ctx, live); err != nil {
 			return err
 		}
@@ -324,6 +361,13 @@ func (r *Runner) run(ctx context.Context) error {
 			}
 		}
 		nctx, wake := context.WithCancel(ctx)
+		if r.cfg.ControlPoll > 0 && live {
+			// A live runner waiting for events looks at the control
+			// stream all the same. (Not while catching up: a slow read
+			// must not be cut short again and again; the loop comes
+			// back here after each batch anyway.)
+			nctx, wake = context.WithTimeout(ctx, r.cfg.ControlPoll)
+		}
 		r.mu.Lock()
 		r.wake = wake
 		if r.paused {
@@ -332,8 +376,8 @@ func (r *Runner) run(ctx context.Context) error {
 		r.mu.Unlock()
 		b, err := sub.Next(nctx)
 		wake()
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
-			continue // paused while waiting
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			continue // paused while waiting, or time to look at the control stream
 		}
 		if err != nil {
 			return err
@@ -347,6 +391,13 @@ func (r *Runner) run(ctx context.Context) error {
 // goLive records that the runner reached the head of the log, and makes
 // its version current under Config.Promote.
 func (r *Runner) goLive(ctx context.Context) error {
+	if r.failed {
+		if err := control(ctx, r.store, r.p.Name, recoveredType, controlRecord{Version: r.p.Version}); err != nil {
+			return err
+		}
+		r.failed = false
+	}
+	r.rebuilding = false
 	r.set(func(s *Status) { s.State = Live })
 	r.liveOnce.Do(func() { close(r.live) })
 	if !r.cfg.Promote {
@@ -373,18 +424,119 @@ func (r *Runner) waitResumed(ctx context.Context, live bool) error {
 	if !paused {
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-resume:
+	var tick <-chan time.Time
+	if r.cfg.ControlPoll > 0 {
+		t := time.NewTicker(r.cfg.ControlPoll)
+		defer t.Stop()
+		tick = t.C
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-resume:
+			waiting = false
+		case <-tick:
+			if err := r.followControl(ctx, true); err != nil {
+				return err
+			}
+		}
 	}
 	r.set(func(s *Status) {
-		s.State = CatchingUp
+		s.State = r.catchingUp()
 		if live {
 			s.State = Live
 		}
 	})
 	return nil
+}
+
+func (r *Runner) catchingUp() State {
+	if r.rebuilding {
+		return Rebuilding
+	}
+	return CatchingUp
+}
+
+// followControl reads the control stream, at most once a ControlPoll
+// unless now, and follows its requests: pause, resume, rebuild.
+func (r *Runner) followControl(ctx context.Context, now bool) error {
+	if r.cfg.ControlPoll < 0 || !now && time.Since(r.ctrlAt) < r.cfg.ControlPoll {
+		return nil
+	}
+	r.ctrlAt = time.Now()
+	c, err := ReadControl(ctx, r.store, r.p.Name)
+	if err != nil {
+		return err
+	}
+	r.failed = c.Failure != nil && c.Failure.Version == r.p.Version
+	switch {
+	case c.Paused && !r.extPaused:
+		r.extPaused = true
+		r.Pause()
+	case !c.Paused && r.extPaused:
+		r.extPaused = false
+		r.Resume()
+	}
+	req, ok := c.Rebuilds[r.p.Version]
+	if !ok || req <= r.rebuilt {
+		return nil
+	}
+	done, _, err := r.cps.LoadCheckpoint(ctx, rebuiltName(r.p.Name, r.p.Version))
+	if err != nil {
+		return fmt.Errorf("projection %q: %w", r.p.Name, err)
+	}
+	if r.rebuilt = varve.Version(done.Seq); req <= r.rebuilt {
+		return nil
+	}
+	return r.rebuild(ctx, req)
+}
+
+// rebuild carries out rebuild request req: Reset, then the checkpoint
+// back to the start and the origin at the head, then the record that req
+// is done. A crash on the way leaves req undone, to be carried out again:
+// Reset must be idempotent.
+func (r *Runner) rebuild(ctx context.Context, req varve.Version) error {
+	if r.p.Reset == nil {
+		r.rebuilt = req
+		r.set(func(s *Status) {
+			s.LastError = fmt.Sprintf("rebuild of version %d requested, but the projection has no Reset", r.p.Version)
+		})
+		return nil
+	}
+	r.rebuilding = true
+	r.set(func(s *Status) { s.State = Rebuilding })
+	if err := r.p.Reset(ctx, r.p.Version); err != nil {
+		return fmt.Errorf("projection %q: rebuild: reset: %w", r.p.Name, err)
+	}
+	head, err := r.store.LastPosition(ctx)
+	if err != nil {
+		return fmt.Errorf("projection %q: rebuild: %w", r.p.Name, err)
+	}
+	for _, cp := range []struct {
+		name string
+		pos  varve.Position
+	}{
+		{CheckpointName(r.p.Name, r.p.Version), varve.Start},
+		{originName(r.p.Name, r.p.Version), head},
+		{rebuiltName(r.p.Name, r.p.Version), varve.Position{Seq: uint64(req)}},
+	} {
+		if err := r.cps.SaveCheckpoint(ctx, cp.name, cp.pos); err != nil {
+			return fmt.Errorf("projection %q: rebuild: %w", r.p.Name, err)
+		}
+	}
+	r.rebuilt = req
+	r.set(func(s *Status) { s.Position, s.Lag = varve.Start, lag(varve.Start, s.Head) })
+	return errRestart
+}
+
+// recordFailure appends the error that ended Run to the control stream.
+func (r *Runner) recordFailure(ctx context.Context, cause error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := control(cctx, r.store, r.p.Name, failedType, controlRecord{Version: r.p.Version, Error: cause.Error()}); err == nil {
+		r.failed = true
+	}
 }
 
 func lag(pos, head varve.Position) int64 {

@@ -35,6 +35,8 @@ type Backend struct {
 	once    sync.Once
 
 	watch notify.Broadcast // woken after each commit that wrote events
+
+	txdb *txDB // WriteTx and ReadTx
 }
 
 var (
@@ -67,6 +69,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := b.open(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", b.path, err)
 	}
+	b.txdb = newTxDB(b)
 	go b.run()
 	return b, nil
 }
@@ -171,7 +174,7 @@ func (b *Backend) Close() error {
 		b.closed.Store(true)
 		close(b.closing)
 		<-b.stopped
-		errs := []error{b.reads.close()}
+		errs := []error{b.txdb.close(), b.reads.close()}
 		if !b.memory {
 			errs = append(errs, b.wconn.close())
 		}

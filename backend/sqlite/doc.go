@@ -43,6 +43,14 @@
 // before cutting the next group, so that the callers it has just woken can
 // queue their next writes; a lone writer does not wait at all.
 //
+// [Backend.WriteTx] queues a function like any other write: it runs on the
+// writer goroutine in a savepoint of the group's transaction, with a
+// *sql.Tx over the writer's connection, so that an application's tables
+// (a read model) commit together with varve's writes, such as a checkpoint
+// ([AdvanceCheckpoint]); package projection/sqliteprojection builds
+// exactly-once projections on it. [Backend.ReadTx] reads one snapshot
+// through a *sql.Tx on a read connection.
+//
 // Reads use a separate pool of read-only connections (ReadConns, default 4),
 // which in WAL mode read a consistent snapshot while the writer commits.
 // A stream read is one statement, so a stream's state and its events come

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log"
 	"os"
@@ -50,4 +51,41 @@ func Example() {
 	// versions 1 to 2
 	// 1 OrderPlaced {"total":12.5}
 	// 2 OrderPaid {"by":"card"}
+}
+
+// An application table written in the writer's transaction together with a
+// checkpoint: both commit or neither does.
+func ExampleBackend_WriteTx() {
+	ctx := context.Background()
+	backend, err := sqlite.New(ctx, sqlite.Config{Path: sqlite.Memory})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer backend.Close()
+	err = backend.WriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE totals (name TEXT PRIMARY KEY, total INTEGER)`); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO totals VALUES ('orders', 3)`); err != nil {
+			return err
+		}
+		_, err := sqlite.AdvanceCheckpoint(ctx, tx, "totals", varve.Position{Seq: 3})
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var total int
+	err = backend.ReadTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT total FROM totals WHERE name = 'orders'`).Scan(&total)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	pos, _, err := backend.LoadCheckpoint(ctx, "totals")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(total, pos)
+	// Output: 3 3
 }

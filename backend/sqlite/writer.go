@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,7 @@ const (
 	opLease
 	opRelease
 	opFencedCheckpoint
+	opTx
 )
 
 // op is one write queued to the writer goroutine.
@@ -59,6 +61,8 @@ type op struct {
 	token     uint64
 	lease     varve.Lease
 	leaseName string
+	// The function of a WriteTx.
+	txfn func(*sql.Tx) error
 }
 
 // Stream states in the streams table.
@@ -288,6 +292,8 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		return w.releaseLease(o)
 	case opFencedCheckpoint:
 		return w.fencedCheckpoint(o)
+	case opTx:
+		return w.tx(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {

@@ -3,7 +3,8 @@
 // store as it is: serve runs the HTTP API and web console (package
 // server), streams and all read streams and $all, subs shows consumers and
 // moves checkpoints, parked lists, replays and skips the events a delivery
-// subscription parked. Every command shares one flag
+// subscription parked, projections lists projections and pauses, resumes
+// or rebuilds them. Every command shares one flag
 // vocabulary, one JSON envelope and one exit-code contract, which
 // docs/lab.md describes; run `varve help` for the list.
 package main
@@ -179,7 +180,7 @@ printed). docs/lab.md has the details and the JSON envelope.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
-	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd())
+	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd())
 	groupCommands(root)
 	markStarted(root, started)
 	return root

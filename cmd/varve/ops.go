@@ -24,7 +24,7 @@ const (
 )
 
 // operatorCommands are the commands that work on a store as it is.
-var operatorCommands = map[string]bool{"serve": true, "streams": true, "all": true, "subs": true, "parked": true, "cdc": true}
+var operatorCommands = map[string]bool{"serve": true, "streams": true, "all": true, "subs": true, "parked": true, "cdc": true, "projections": true}
 
 // groupCommands sorts the root's commands into the lab's and the
 // operator's, for the help.

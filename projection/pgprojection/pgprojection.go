@@ -12,16 +12,20 @@
 // store (any schema); a handler picks its table by [projection.Batch.Version]
 // to rebuild a new version beside the old one.
 //
-// The save only moves the checkpoint forward: when a batch's commit was
-// acknowledged late and the batch is tried again, or two runners of the
-// same version race, the later commit finds the checkpoint at or past the
-// batch and rolls back with [ErrAlreadyApplied], so that no batch is
-// applied twice; the runner moves on. Run one runner per version (say with
-// a lease) all the same: a second one only repeats the reads.
+// The transaction takes a lock on the checkpoint's name (an advisory
+// transaction lock) and reads the checkpoint before it writes: the handler
+// gets only the events of the batch past it, and the checkpoint only moves
+// forward. When a batch is tried again after its commit was acknowledged
+// late, possibly with other bounds (another page size), or two runners of
+// the same version race, no event is applied twice; a batch wholly at or
+// before the checkpoint rolls back with [ErrAlreadyApplied] and the runner
+// moves on. Run one runner per version (say with a lease) all the same: a
+// second one only repeats the reads.
 package pgprojection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -79,9 +83,9 @@ func Projection(store *varve.Store, p projection.Projection, h Handler) (project
 }
 
 func commitFunc(pool *pgxpool.Pool, schema string, h Handler) projection.CommitFunc {
+	load := `SELECT commit_pos, seq_pos FROM ` + schema + `.checkpoints WHERE name = $1`
 	save := `INSERT INTO ` + schema + `.checkpoints AS c (name, commit_pos, seq_pos) VALUES ($1, $2, $3)
-ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXCLUDED.seq_pos, updated_at = now()
-WHERE (c.commit_pos, c.seq_pos) < (EXCLUDED.commit_pos, EXCLUDED.seq_pos)`
+ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXCLUDED.seq_pos, updated_at = now()`
 	return func(ctx context.Context, checkpoint string, b projection.Batch) (err error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
@@ -92,22 +96,49 @@ WHERE (c.commit_pos, c.seq_pos) < (EXCLUDED.commit_pos, EXCLUDED.seq_pos)`
 				_ = tx.Rollback(context.WithoutCancel(ctx))
 			}
 		}()
-		if len(b.Events) > 0 {
+		// One committer of a checkpoint at a time, also before its row
+		// exists; the checkpoint is read after the lock is held. Both go in
+		// one round trip.
+		var c, q int64
+		batch := &pgx.Batch{}
+		batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "varve:"+schema+":"+checkpoint)
+		batch.Queue(load, checkpoint)
+		br := tx.SendBatch(ctx, batch)
+		_, err = br.Exec()
+		if err == nil {
+			if err = br.QueryRow().Scan(&c, &q); errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("pgprojection: lock and load checkpoint %q: %w", checkpoint, err)
+		}
+		cp := varve.Position{Commit: uint64(c), Seq: uint64(q)}
+		if !cp.Less(b.Through) {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			if len(b.Events) == 0 {
+				return nil // an empty batch that moves nothing
+			}
+			return fmt.Errorf("pgprojection: checkpoint %q at %v: %w", checkpoint, b.Through, ErrAlreadyApplied)
+		}
+		// Events at or before the checkpoint are in the read model already:
+		// a batch of an earlier attempt, with other bounds, whose commit
+		// landed after its caller gave up on it, or another runner's.
+		evs := b.Events
+		for len(evs) > 0 && !cp.Less(evs[0].Position) {
+			evs = evs[1:]
+		}
+		if len(evs) > 0 {
+			b.Events = evs
 			if err := h(ctx, tx, b); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, save, checkpoint, int64(b.Through.Commit), int64(b.Through.Seq))
-		if err != nil {
+		if _, err := tx.Exec(ctx, save, checkpoint, int64(b.Through.Commit), int64(b.Through.Seq)); err != nil {
 			return fmt.Errorf("pgprojection: save checkpoint %q: %w", checkpoint, err)
-		}
-		if tag.RowsAffected() == 0 {
-			if len(b.Events) == 0 {
-				// An empty batch that moves nothing.
-				_ = tx.Rollback(context.WithoutCancel(ctx))
-				return nil
-			}
-			return fmt.Errorf("pgprojection: checkpoint %q at %v: %w", checkpoint, b.Through, ErrAlreadyApplied)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return fmt.Errorf("pgprojection: commit: %w", err)

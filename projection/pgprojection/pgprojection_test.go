@@ -186,6 +186,51 @@ func runToHead(t *testing.T, s *varve.Store, p projection.Projection) {
 	}
 }
 
+// TestOverlappingBatches hands the CommitFunc batches whose bounds overlap
+// the checkpoint, as a retry with another page size after a commit that
+// landed late does, or a second runner: every event is applied once.
+func TestOverlappingBatches(t *testing.T) {
+	s, b := openPG(t)
+	load(t, s, 3, 10, 1)
+	var evs []varve.RecordedEvent
+	for e, err := range s.ReadAll(context.Background(), varve.Start, counted) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	commit, err := pgprojection.Commit(s, counts(b.Schema(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(from, to int) projection.Batch {
+		return projection.Batch{Events: evs[from:to], Through: evs[to-1].Position, Version: 1}
+	}
+	cases := []struct {
+		name    string
+		b       projection.Batch
+		applied bool // ErrApplied
+		upTo    int  // the events in the read model after it
+	}{
+		{"first", batch(0, 10), false, 10},
+		{"same again", batch(0, 10), true, 10},
+		{"inside", batch(3, 8), true, 10},
+		{"overlapping", batch(5, 21), false, 21},
+		{"empty batch behind", projection.Batch{Through: evs[2].Position, Version: 1}, false, 21},
+		{"overlapping again", batch(18, 30), false, 30},
+	}
+	for _, tc := range cases {
+		err := commit(context.Background(), projection.CheckpointName("counts", 1), tc.b)
+		if tc.applied != errors.Is(err, projection.ErrApplied) || !tc.applied && err != nil {
+			t.Fatalf("%s: %v (want ErrApplied: %v)", tc.name, err, tc.applied)
+		}
+		got, cp := readModel(t, b.Pool(), b.Schema(), 1)
+		if want := fold(t, s, evs[tc.upTo-1].Position); cp != evs[tc.upTo-1].Position || !maps.Equal(got, want) {
+			t.Fatalf("%s: read model at %v, want %v:\n got %v\nwant %v", tc.name, cp, evs[tc.upTo-1].Position, got, want)
+		}
+	}
+}
+
 // TestExactlyOnceUnderCancel stops the projection at random points, many of
 // them in the middle of a batch's transaction, while events are appended,
 // and checks after each stop that the read model is exactly the fold of

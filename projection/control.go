@@ -1,0 +1,380 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+// The records of a projection's control stream ([ControlStream]) besides
+// the current version: operators' requests, which running runners follow
+// ([Config.ControlPoll]), and the failures of runners.
+const (
+	pausedType  = "projection.paused"
+	resumedType = "projection.resumed"
+	rebuildType = "projection.rebuild"
+	failedType  = "projection.failed"
+	// recoveredType clears a failure: the version's runner reached the
+	// head again.
+	recoveredType = "projection.recovered"
+)
+
+type controlRecord struct {
+	Version int       `json:"version,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Pause asks the runners of every version of projection name to stop
+// handling after the batch in hand, until [Resume]. Runners see it within
+// their [Config.ControlPoll]; a runner started later starts paused.
+func Pause(ctx context.Context, store *varve.Store, name string) error {
+	return control(ctx, store, name, pausedType, controlRecord{})
+}
+
+// Resume undoes [Pause].
+func Resume(ctx context.Context, store *varve.Store, name string) error {
+	return control(ctx, store, name, resumedType, controlRecord{})
+}
+
+// Rebuild asks the runner of version of projection name to rebuild its
+// read model in place: it calls the projection's Reset, moves its
+// checkpoint back to the start of the log and replays every event (with
+// Batch.Replaying set). A projection without Reset does not rebuild and
+// reports why in its status. To rebuild without downtime, run a new
+// version beside the served one instead (see [Config.Promote]).
+func Rebuild(ctx context.Context, store *varve.Store, name string, version int) error {
+	if version < 1 {
+		return fmt.Errorf("%w: projection %q: rebuild version %d, must be at least 1", varve.ErrInvalidArgument, name, version)
+	}
+	return control(ctx, store, name, rebuildType, controlRecord{Version: version})
+}
+
+func control(ctx context.Context, store *varve.Store, name, typ string, r controlRecord) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	r.At = time.Now().UTC()
+	data, _ := json.Marshal(r)
+	if _, err := store.System().Append(ctx, ControlStream(name), varve.Any, varve.NewEvent(typ, data)); err != nil {
+		return fmt.Errorf("projection %q: %s: %w", name, strings.TrimPrefix(typ, "projection."), err)
+	}
+	return nil
+}
+
+func checkName(name string) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: projection name must be 1..%d bytes", varve.ErrInvalidArgument, MaxNameLen)
+	}
+	return varve.CheckName(name)
+}
+
+// Control is what a projection's control stream holds.
+type Control struct {
+	// Current is the version to serve; 0 when none was made current.
+	Current int
+	// Paused is set by [Pause] and cleared by [Resume].
+	Paused bool
+	// Rebuilds maps a version to its latest rebuild request (the control
+	// stream's version of the request).
+	Rebuilds map[int]varve.Version
+	// Failure is the last failure a runner recorded, nil when none.
+	Failure *Failure
+}
+
+// Failure is a runner's Run that ended with an error.
+type Failure struct {
+	Version int       `json:"version"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+}
+
+// ReadControl reads the control stream of projection name.
+func ReadControl(ctx context.Context, store *varve.Store, name string) (Control, error) {
+	c := Control{Rebuilds: map[int]varve.Version{}}
+	if err := checkName(name); err != nil {
+		return c, err
+	}
+	for e, err := range store.ReadStream(ctx, ControlStream(name)) {
+		if errors.Is(err, varve.ErrStreamNotFound) {
+			return c, nil
+		}
+		if err != nil {
+			return c, fmt.Errorf("projection %q: read control: %w", name, err)
+		}
+		var r controlRecord
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			return c, fmt.Errorf("projection %q: control event %d (%s): %w", name, e.Version, e.Type, err)
+		}
+		switch e.Type {
+		case currentType:
+			c.Current = r.Version
+		case pausedType:
+			c.Paused = true
+		case resumedType:
+			c.Paused = false
+		case rebuildType:
+			c.Rebuilds[r.Version] = e.Version
+		case failedType:
+			c.Failure = &Failure{Version: r.Version, Error: r.Error, At: r.At}
+		case recoveredType:
+			if c.Failure != nil && c.Failure.Version == r.Version {
+				c.Failure = nil
+			}
+		}
+	}
+	return c, nil
+}
+
+// rebuiltName is the checkpoint that records the last rebuild request a
+// version carried out, as Position.Seq.
+func rebuiltName(name string, version int) string { return CheckpointName(name, version) + "-rebuilt" }
+
+// VersionInfo is what the store knows of one version of a projection.
+type VersionInfo struct {
+	Version int `json:"version"`
+	// Checkpoint is where the version's read model is; nil when it never
+	// saved one.
+	Checkpoint *varve.Position `json:"checkpoint"`
+	// Origin is the head of the log when the version first started: the
+	// events up to it are a replay. Nil before the first start.
+	Origin *varve.Position `json:"origin"`
+	// Lag is the events of $all after the checkpoint, system streams left
+	// out (a projection passes over them), counted up to [MaxInspectLag];
+	// LagMore is set when there are more.
+	Lag     int64 `json:"lag"`
+	LagMore bool  `json:"lag_more"`
+	// Current is set for the version to serve.
+	Current bool `json:"current"`
+	// RebuildPending is set when a rebuild was requested that the version's
+	// runner has not carried out yet.
+	RebuildPending bool `json:"rebuild_pending"`
+	// State is what the store's records say: "paused", "failed",
+	// "rebuilding" (replaying the events up to its origin), "catching-up"
+	// or "live" (at the head). Whether a runner is running, the store does
+	// not know.
+	State string `json:"state"`
+}
+
+// MaxInspectLag bounds the events [Inspect] counts behind a checkpoint.
+const MaxInspectLag = 10_000
+
+// countLag counts the events after cp that are not in system streams, up to
+// MaxInspectLag.
+func countLag(ctx context.Context, store *varve.Store, cp varve.Position) (n int64, more bool, err error) {
+	for e, err := range store.ReadAll(ctx, cp) {
+		if err != nil {
+			return n, false, err
+		}
+		if strings.HasPrefix(e.Stream, varve.SystemPrefix) {
+			continue
+		}
+		if n == MaxInspectLag {
+			return n, true, nil
+		}
+		n++
+	}
+	return n, false, nil
+}
+
+// Info is what the store knows of a projection: [Inspect] reads it.
+type Info struct {
+	Name     string         `json:"name"`
+	Head     varve.Position `json:"head"`
+	Paused   bool           `json:"paused"`
+	Current  int            `json:"current"`
+	Parked   int64          `json:"parked"`
+	Failure  *Failure       `json:"failure"`
+	Versions []VersionInfo  `json:"versions"`
+}
+
+// List returns the names of the projections of store: those with a
+// checkpoint or a control stream, in byte order. It needs a backend that
+// lists checkpoints or streams.
+func List(ctx context.Context, store *varve.Store) ([]string, error) {
+	seen := map[string]bool{}
+	cps := store.Checkpoints()
+	if cps.Listable() {
+		for q := (varve.ListQuery{Prefix: "projection-"}); ; {
+			page, err := cps.List(ctx, q)
+			if err != nil {
+				return nil, fmt.Errorf("projection: list checkpoints: %w", err)
+			}
+			for _, c := range page.Checkpoints {
+				if name, _, ok := parseCheckpointName(c.Name); ok {
+					seen[name] = true
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+	}
+	if streams := store.Streams(); streams.Supported() {
+		prefix := ControlStream("")
+		for q := (varve.ListQuery{Prefix: prefix}); ; {
+			page, err := streams.List(ctx, q, true)
+			if err != nil {
+				return nil, fmt.Errorf("projection: list control streams: %w", err)
+			}
+			for _, s := range page.Streams {
+				name := strings.TrimPrefix(s.Stream, prefix)
+				if !strings.HasPrefix(s.Stream, ParkedStream("")) && name != "" {
+					seen[name] = true
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+	} else if !cps.Listable() {
+		return nil, fmt.Errorf("projection: list: %w: the backend lists neither checkpoints nor streams", varve.ErrNotSupported)
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// parseCheckpointName splits "projection-<name>-v<version>", with or
+// without the suffix of an origin or a rebuild record.
+func parseCheckpointName(cp string) (name string, version int, ok bool) {
+	rest, found := strings.CutPrefix(cp, "projection-")
+	for _, suffix := range []string{"-origin", "-rebuilt"} {
+		rest = strings.TrimSuffix(rest, suffix)
+	}
+	i := strings.LastIndex(rest, "-v")
+	if !found || i <= 0 {
+		return "", 0, false
+	}
+	v, err := strconv.Atoi(rest[i+2:])
+	if err != nil || v < 1 || strconv.Itoa(v) != rest[i+2:] {
+		return "", 0, false
+	}
+	return rest[:i], v, true
+}
+
+// Inspect returns what the store knows of projection name: its versions
+// (those with a checkpoint or an origin, up to the current one), their
+// checkpoints and lag, the control stream's requests and the events parked.
+func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error) {
+	info := Info{Name: name, Versions: []VersionInfo{}}
+	c, err := ReadControl(ctx, store, name)
+	if err != nil {
+		return info, err
+	}
+	info.Paused, info.Current, info.Failure = c.Paused, c.Current, c.Failure
+	if info.Head, err = store.LastPosition(ctx); err != nil {
+		return info, fmt.Errorf("projection %q: %w", name, err)
+	}
+	cps := store.Checkpoints()
+	if !cps.Supported() {
+		return info, fmt.Errorf("projection %q: %w: the backend keeps no checkpoints", name, varve.ErrNotSupported)
+	}
+	stream, err := store.StreamInfo(ctx, ParkedStream(name))
+	switch {
+	case err == nil:
+		info.Parked = int64(stream.Version)
+	case !errors.Is(err, varve.ErrStreamNotFound):
+		return info, fmt.Errorf("projection %q: parked events: %w", name, err)
+	}
+	versions, err := versionsOf(ctx, store, name, c)
+	if err != nil {
+		return info, err
+	}
+	for _, v := range versions {
+		vi := VersionInfo{Version: v, Current: v == c.Current}
+		load := func(cp string) (*varve.Position, error) {
+			pos, ok, err := cps.Load(ctx, cp)
+			if err != nil || !ok {
+				return nil, err
+			}
+			return &pos, nil
+		}
+		if vi.Checkpoint, err = load(CheckpointName(name, v)); err == nil {
+			vi.Origin, err = load(originName(name, v))
+		}
+		if err != nil {
+			return info, fmt.Errorf("projection %q: %w", name, err)
+		}
+		if req, ok := c.Rebuilds[v]; ok {
+			done, err := load(rebuiltName(name, v))
+			if err != nil {
+				return info, fmt.Errorf("projection %q: %w", name, err)
+			}
+			vi.RebuildPending = done == nil || done.Seq < uint64(req)
+		}
+		cp := varve.Start
+		if vi.Checkpoint != nil {
+			cp = *vi.Checkpoint
+		}
+		if vi.Lag, vi.LagMore, err = countLag(ctx, store, cp); err != nil {
+			return info, fmt.Errorf("projection %q: lag: %w", name, err)
+		}
+		switch {
+		case c.Paused:
+			vi.State = Paused.String()
+		case c.Failure != nil && c.Failure.Version == v:
+			vi.State = Failed.String()
+		case vi.RebuildPending || vi.Origin != nil && cp.Less(*vi.Origin):
+			vi.State = Rebuilding.String()
+		case vi.Lag > 0:
+			vi.State = CatchingUp.String()
+		default:
+			vi.State = Live.String()
+		}
+		info.Versions = append(info.Versions, vi)
+	}
+	return info, nil
+}
+
+// versionsOf returns the versions of projection name that have a
+// checkpoint (where the backend lists them), a rebuild request or are
+// current.
+func versionsOf(ctx context.Context, store *varve.Store, name string, c Control) ([]int, error) {
+	seen := map[int]bool{}
+	if c.Current > 0 {
+		seen[c.Current] = true
+	}
+	for v := range c.Rebuilds {
+		seen[v] = true
+	}
+	cps := store.Checkpoints()
+	if cps.Listable() {
+		for q := (varve.ListQuery{Prefix: "projection-" + name + "-v"}); ; {
+			page, err := cps.List(ctx, q)
+			if err != nil {
+				return nil, fmt.Errorf("projection %q: list checkpoints: %w", name, err)
+			}
+			for _, cp := range page.Checkpoints {
+				if n, v, ok := parseCheckpointName(cp.Name); ok && n == name {
+					seen[v] = true
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+	} else {
+		// Without a listing, versions from 1 up to the first one missing.
+		for v := 1; ; v++ {
+			_, ok, err := cps.Load(ctx, originName(name, v))
+			if err != nil {
+				return nil, fmt.Errorf("projection %q: %w", name, err)
+			}
+			if !ok {
+				break
+			}
+			seen[v] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
