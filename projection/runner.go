@@ -270,11 +270,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 		r.set(func(s *Status) {
 			s.State = Idle
-			if err != nil {
+			if err != nil && !errors.Is(err, varve.ErrLeaseLost) {
 				s.State, s.LastError = Failed, err.Error()
 			}
 		})
-		if err != nil && r.cfg.ControlPoll >= 0 {
+		// A lease lost to another holder (RunActive) is no failure of the
+		// projection.
+		if err != nil && r.cfg.ControlPoll >= 0 && !errors.Is(err, varve.ErrLeaseLost) {
 			r.recordFailure(ctx, err)
 		}
 		r.mu.Lock()

@@ -37,26 +37,54 @@ func RunActive(ctx context.Context, store *varve.Store, cfg Config, holder strin
 // The store's backend must keep leases and checkpoints; cfg.Checkpoints
 // must be nil.
 func Active(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, work func(context.Context, *Subscription) error) error {
-	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() || cfg.Checkpoints != nil {
-		return fmt.Errorf("subscription %q: active: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
+	if cfg.Checkpoints != nil {
+		return fmt.Errorf("subscription %q: active: cfg.Checkpoints must be nil (the lease fences the store's own): %w", cfg.Name, varve.ErrNotSupported)
+	}
+	err := Hold(ctx, store, LeasePrefix+cfg.Name, holder, ttl, func(ctx context.Context, cps varve.CheckpointStore) error {
+		cfg := cfg
+		cfg.Checkpoints = cps
+		sub, err := Open(ctx, store, cfg)
+		if err != nil {
+			return err
+		}
+		return work(ctx, sub)
+	})
+	if err != nil {
+		return fmt.Errorf("subscription %q: active: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// Hold runs work in one process at a time, of all that hold the lease
+// named lease: it waits until holder holds it, then calls work with a
+// checkpoint store over the store's own whose saves are fenced by the
+// lease's token (refused with [varve.ErrLeaseLost] once a newer holder
+// took it). It renews the lease every third of ttl; when the lease is
+// lost (a renewal fails or finds a new term, or a fenced save is
+// refused), the context of work ends and Hold waits for the lease again.
+// It returns nil when ctx ends, after releasing the lease, and the error
+// of work otherwise. [Active] is Hold over a subscription; package
+// projection runs a projection's runner with it.
+func Hold(ctx context.Context, store *varve.Store, lease, holder string, ttl time.Duration, work func(context.Context, varve.CheckpointStore) error) error {
+	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() {
+		return fmt.Errorf("hold lease %q: the store must keep leases and checkpoints: %w", lease, varve.ErrNotSupported)
 	}
 	leases := store.Leases()
-	name := LeasePrefix + cfg.Name
 	every := ttl / 3
 	for {
-		lease, err := acquire(ctx, leases, name, holder, ttl, every)
+		l, err := acquire(ctx, leases, lease, holder, ttl, every)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("subscription %q: active: %w", cfg.Name, err)
+			return err
 		}
-		lost, err := runHolding(ctx, store, cfg, lease, ttl, every, work)
+		lost, err := runHolding(ctx, store, l, ttl, every, work)
 		if lost {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runSaveTimeout)
-		rerr := leases.Release(rctx, lease)
+		rerr := leases.Release(rctx, l)
 		cancel()
 		if err == nil && ctx.Err() != nil {
 			return nil
@@ -78,9 +106,9 @@ func acquire(ctx context.Context, leases varve.Leases, name, holder string, ttl,
 	}
 }
 
-// runHolding runs the subscription while the lease is held; lost reports
-// that it ended because the lease was lost.
-func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve.Lease, ttl, every time.Duration, work func(context.Context, *Subscription) error) (lost bool, err error) {
+// runHolding runs work while the lease is held; lost reports that it ended
+// because the lease was lost.
+func runHolding(ctx context.Context, store *varve.Store, lease varve.Lease, ttl, every time.Duration, work func(context.Context, varve.CheckpointStore) error) (lost bool, err error) {
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
 	fenced := &fencedCheckpoints{leases: store.Leases(), cps: store.Checkpoints(), lease: lease}
@@ -98,11 +126,7 @@ func runHolding(ctx context.Context, store *varve.Store, cfg Config, lease varve
 			fenced.renew(l)
 		}
 	})
-	cfg.Checkpoints = fenced
-	sub, err := Open(hctx, store, cfg)
-	if err == nil {
-		err = work(hctx, sub)
-	}
+	err = work(hctx, fenced)
 	stop()
 	renewed.Wait()
 	if fenced.isLost() || errors.Is(err, varve.ErrLeaseLost) {

@@ -301,7 +301,13 @@ func (g *group) startSegment(ctx context.Context, i int, l varve.Lease) {
 	g.wg.Go(func() {
 		defer close(r.done)
 		defer stop()
-		lost, err := runHolding(sctx, g.store, cfg, l, g.ttl, g.every, func(ctx context.Context, sub *Subscription) error {
+		lost, err := runHolding(sctx, g.store, l, g.ttl, g.every, func(ctx context.Context, cps varve.CheckpointStore) error {
+			cfg := cfg
+			cfg.Checkpoints = cps
+			sub, err := Open(ctx, g.store, cfg)
+			if err != nil {
+				return err
+			}
 			return g.work(ctx, i, sub)
 		})
 		if !lost {

@@ -1,0 +1,87 @@
+package projection_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/projection"
+)
+
+// TestRunActive runs one projection version from two holders: one handles
+// every event while the other waits; when the first stops, the second
+// goes on from its checkpoint, and each event is handled once.
+func TestRunActive(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *varve.Store, base projection.Config) {
+		rec := newRecorder()
+		var mu sync.Mutex
+		by := map[string]int{}
+		handler := func(holder string) projection.Handler {
+			return func(ctx context.Context, b projection.Batch) error {
+				mu.Lock()
+				by[holder] += len(b.Events)
+				mu.Unlock()
+				return rec.handle(ctx, b)
+			}
+		}
+		cfg := with(base, projection.Config{MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, ControlPoll: -1})
+		runner := func(holder string) *projection.Runner {
+			r, err := projection.NewRunner(s, projection.Projection{Name: "balances", Version: 1,
+				Filter: varve.Filter{Categories: []string{"acct"}}, Handle: handler(holder)}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if !s.Leases().Supported() {
+			err := runner("a").RunActive(t.Context(), "a", time.Second)
+			if !errors.Is(err, varve.ErrNotSupported) {
+				t.Fatalf("without leases: %v", err)
+			}
+			return
+		}
+		ctxA, stopA := context.WithCancel(t.Context())
+		ctxB, stopB := context.WithCancel(t.Context())
+		defer stopB()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		wg.Go(func() { errs <- runner("a").RunActive(ctxA, "a", time.Second) })
+		wg.Go(func() { errs <- runner("b").RunActive(ctxB, "b", time.Second) })
+		ids := appendN(t, s, "acct", "Deposited", 30, 3)
+		waitFor(t, "30 events handled", func() bool { return rec.count() == 30 })
+		mu.Lock()
+		first := "a"
+		if by["b"] > 0 {
+			first = "b"
+		}
+		if by["a"] > 0 && by["b"] > 0 {
+			t.Errorf("both holders handled events: %v", by)
+		}
+		mu.Unlock()
+		if first == "a" {
+			stopA()
+		} else {
+			stopB()
+		}
+		ids = append(ids, appendN(t, s, "acct", "Deposited", 30, 3)...)
+		waitFor(t, "60 events handled", func() bool { return rec.count() == 60 })
+		stopA()
+		stopB()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.check(t, ids)
+		mu.Lock()
+		defer mu.Unlock()
+		if by[first] != 30 || len(by) != 2 {
+			t.Errorf("events by holder %v: want 30 by %q, then 30 by the other", by, first)
+		}
+	})
+}
