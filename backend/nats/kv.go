@@ -54,6 +54,34 @@ func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyVa
 	return kv, nil
 }
 
+// kvKeys lists the keys of bucket name that match filter (a subject
+// filter over keys, such as "=L.>"), from the server's state of the
+// bucket's stream. A watcher (what nats.go's key listings use) can end its
+// initial values early while keys are being updated; the stream's state
+// cannot. A bucket that does not exist has no keys.
+func (b *Backend) kvKeys(ctx context.Context, name, filter string) ([]string, error) {
+	ctx, cancel := b.c.Bound(ctx)
+	defer cancel()
+	b.c.CountRequest()
+	s, err := b.js.Stream(ctx, "KV_"+name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	var info *jetstream.StreamInfo
+	if err == nil {
+		b.c.CountRequest()
+		info, err = s.Info(ctx, jetstream.WithSubjectFilter("$KV."+name+"."+filter))
+	}
+	if err != nil {
+		return nil, b.c.Err(ctx, err)
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, "$KV."+name+"."))
+	}
+	return keys, nil
+}
+
 // kvGet reads key from the bucket; a missing bucket is created if create
 // is set, and holds no key otherwise.
 func (b *Backend) kvGet(ctx context.Context, name string, slot *jetstream.KeyValue, key string, create bool) ([]byte, bool, error) {

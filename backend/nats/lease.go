@@ -173,44 +173,31 @@ func (b *Backend) SaveCheckpointFenced(ctx context.Context, name string, pos var
 	})
 }
 
-// ListLeases implements varve.LeaseStore: a watcher over the lease keys
-// gives each one's last value, judged by this process's clock.
+// ListLeases implements varve.LeaseStore: the lease keys of the
+// checkpoint bucket, then one get each, judged by this process's clock.
 func (b *Backend) ListLeases(ctx context.Context, prefix string) ([]varve.Lease, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
-	ctx, cancel := b.c.Bound(ctx)
-	defer cancel()
-	kv, err := b.bucket(ctx, b.cfg.CheckpointBucket, &b.ckpts, false)
+	keys, err := b.kvKeys(ctx, b.cfg.CheckpointBucket, leaseKeyPrefix+">")
 	if err != nil {
 		return nil, b.fail("list leases", err)
 	}
-	if kv == nil {
-		return nil, nil
-	}
-	b.c.CountRequest()
-	w, err := kv.Watch(ctx, leaseKeyPrefix+">", jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, b.fail("list leases", b.c.Err(ctx, err))
-	}
-	defer w.Stop()
 	now := time.Now().UnixNano()
 	var out []varve.Lease
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case e = <-w.Updates():
-		case <-ctx.Done():
-			return nil, b.fail("list leases", b.c.Err(ctx, ctx.Err()))
-		}
-		if e == nil {
-			break
-		}
-		name, err := decodeID(strings.TrimPrefix(e.Key(), leaseKeyPrefix))
+	for _, k := range keys {
+		name, err := decodeID(strings.TrimPrefix(k, leaseKeyPrefix))
 		if err != nil || !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		l, err := decodeLease(e.Value())
+		v, ok, err := b.kvGet(ctx, b.cfg.CheckpointBucket, &b.ckpts, k, false)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue // deleted since it was listed
+		}
+		l, err := decodeLease(v)
 		if err != nil {
 			return nil, b.fail("decode lease", err)
 		}

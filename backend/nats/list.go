@@ -74,24 +74,13 @@ func (b *Backend) streamNames(ctx context.Context, q varve.ListQuery) ([]string,
 }
 
 // ListCheckpoints implements varve.CheckpointLister: the keys of the
-// checkpoint bucket (read by a short-lived watcher, as nats.go lists keys),
-// then one get per checkpoint of the page.
+// checkpoint bucket (from its stream's state, see kvKeys), then one get
+// per checkpoint of the page.
 func (b *Backend) ListCheckpoints(ctx context.Context, q varve.ListQuery, buf []varve.NamedPosition) ([]varve.NamedPosition, error) {
 	if err := b.ready(ctx); err != nil || q.Limit <= 0 {
 		return buf, err
 	}
-	rctx, cancel := b.c.Bound(ctx)
-	kv, err := b.bucket(rctx, b.cfg.CheckpointBucket, &b.ckpts, false)
-	var keys []string
-	if err == nil && kv != nil {
-		b.c.CountRequest()
-		keys, err = kv.Keys(rctx)
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			err = nil
-		}
-		err = b.c.Err(rctx, err)
-	}
-	cancel()
+	keys, err := b.kvKeys(ctx, b.cfg.CheckpointBucket, ">")
 	if err != nil {
 		return buf, b.fail("list checkpoints", err)
 	}
