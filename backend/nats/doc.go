@@ -317,6 +317,63 @@
 // jetstream block, which syncs every write at a throughput cost.
 // Features.Durable is set for file storage.
 //
+// # Replicas and clusters: what R1 and R3 promise
+//
+// Config.Replicas sets the replicas of the stream and the buckets when New
+// creates them (1 to 5, default 1; an existing stream keeps its own).
+//
+// R1 (the default): one server holds the stream. An append is acknowledged
+// once that server has stored it (synced as described under Durability).
+// While the server is down, every call fails ([ErrUnreachable] or a
+// timeout) until it is back, and its disk is the only copy.
+//
+// R3 (Replicas 3, on a cluster of at least 3 JetStream servers): the
+// stream is a Raft group. An append is acknowledged once a quorum (2 of 3)
+// has it, so an acknowledged append survives the loss of any one server.
+// When the stream's leader is lost, appends fail until the others elect a
+// new one; then they go on, and the expected-sequence check of every
+// publish is made by the new leader, so optimistic concurrency holds
+// across the fail-over. TestClusterLeaderFailover checks this on 2.15.2
+// (3 in-process servers on loopback, the stream's leader stopped while 4
+// writers append and a reader pages through $all): no acknowledged append
+// was lost, $all read afterwards had no gap and no duplicate, the reader
+// that ran through the fail-over read a prefix of it, and the first append
+// started after the stop succeeded 0.04-2.0 s after it in 5 runs on this
+// machine (2.0 s is the test's request timeout, which calls in flight
+// when the leader left waited out). Fail-over is not tested here on 2.9.
+//
+// An append that returns an error has an unknown outcome: it may have been
+// stored (the acknowledgement was lost) or not. varve promises no more, and
+// offers the way to find out: retry the same events (same ids) with the
+// same expectation. If the first try was stored, the retry is answered
+// with its original result (the server's dedupe window, then the stream's
+// id set, see above), otherwise it is stored now, once. An append that is
+// given up is in the log at most once. In the test, writers that retry got
+// every append acknowledged exactly once; of the appends that writers gave
+// up, a few (0 or 1 a run) turned out stored.
+//
+// By server version: the replication model above is the same from 2.9 on;
+// what differs is the disk. On 2.9 a replica writes asynchronously and
+// syncs every two minutes (see Durability), so acknowledged appends
+// survive the loss of one server but not a power loss of two at once;
+// from 2.10 on "sync_interval: always" closes that gap. From 2.11 on this
+// backend reads with batched direct gets, which with AllowDirect any
+// replica answers, not only the leader (on 2.9 so are the single direct
+// gets the backend makes). A
+// follower has applied a prefix of the log, so a page read from it has no
+// gap, but it can be behind: a read right after an acknowledged append may
+// not see that append yet (no read-your-writes on R3), and a reader of
+// $all catches up at its next page. Known gap, not fixed: a filtered read
+// (above) takes the last message of $all and its category cursors with
+// separate direct gets, which different replicas may answer, so a page's
+// Through can pass a commit that the replica answering a cursor had not
+// applied yet. The category reader of TestClusterLeaderFailover missed a
+// commit this way in 1 of 3 runs (reported, and fatal with
+// VARVE_NATS_R3_FILTER_STRICT=1); lag is the likely cause, not proven.
+// Until it is fixed, filtered reads of $all on R3 may skip events; $all
+// itself and stream reads do not. 2.12's atomic batch publish is not used
+// (see Commits), so it changes nothing.
+//
 // # Concurrency
 //
 // A Backend is safe for concurrent use. Appends to different streams never
