@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +27,7 @@ type testCluster struct {
 	names   []string
 }
 
-func startCluster(t *testing.T, n int) *testCluster {
+func startCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	routePorts := make([]int, n)
 	for i := range routePorts {
@@ -136,6 +136,66 @@ func streamLeader(ctx context.Context, url, stream string) (string, error) {
 	return ci.Leader, nil
 }
 
+// openClustered opens the backend once the cluster has a meta leader. The
+// cluster elects it in the first second or so; until then a JetStream
+// request gets no answer, and creating a replicated stream can fail while
+// the leader learns its peers.
+func openClustered(tb testing.TB, cl *testCluster, cfg Config) *Backend {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cl.metaLeader() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("no JetStream meta leader within 30s (server log: %s)", serverWarnings())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := New(ctx, cfg)
+		cancel()
+		if err == nil {
+			tb.Cleanup(func() { _ = b.Close() })
+			return b
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("open backend on the cluster: %v (server log: %s)", err, serverWarnings())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// BenchmarkClusterAppend appends one 84-byte event per call from
+// 4*GOMAXPROCS goroutines (each to a stream of its own) to an R1 and an R3
+// stream of the same in-process 3-node cluster: R1 is the baseline of R3.
+// The three servers share the machine's cores with the benchmark.
+func BenchmarkClusterAppend(b *testing.B) {
+	cl := startCluster(b, 3)
+	for _, r := range []int{1, 3} {
+		b.Run(fmt.Sprintf("R%d", r), func(b *testing.B) {
+			cfg := testConfig(cl.urls(), uniqueName(fmt.Sprintf("bench_r%d", r)))
+			cfg.Replicas = r
+			s, err := varve.New(openClustered(b, cl, cfg), varve.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var streams atomic.Int64
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				stream := fmt.Sprintf("s%d", streams.Add(1))
+				data := make([]byte, 84)
+				for pb.Next() {
+					if _, err := s.Append(context.Background(), stream, varve.Any, varve.Event{Type: "T", Data: data}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
+}
+
 // TestClusterLeaderFailover runs appenders and a $all reader against a
 // stream with 3 replicas on a 3-node cluster and stops the stream's leader
 // in the middle of the load (an in-process server's Shutdown: its client
@@ -149,9 +209,8 @@ func streamLeader(ctx context.Context, url, stream string) (string, error) {
 // the ambiguous ones. Afterwards $all, read whole, holds every acknowledged
 // event exactly once, each given-up event at most once, nothing else, in
 // strictly increasing positions; the reader that ran through the fail-over
-// saw a prefix of it (a second reader, of one category, is only reported
-// when it did not: the known gap of filtered reads on R3); and appends
-// resumed within 30 s of the stop (the time is logged, not asserted).
+// and the filtered readers saw a prefix of it; and appends resumed within
+// 30 s of the stop (the time is logged, not asserted).
 func TestClusterLeaderFailover(t *testing.T) {
 	cl := startCluster(t, 3)
 	name := uniqueName("cluster")
@@ -163,31 +222,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 		natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {}),
 	}
 
-	// The cluster elects its meta leader in the first second or so; until
-	// then a JetStream request gets no answer, and creating an R3 stream can
-	// fail while the leader learns its peers.
-	deadline := time.Now().Add(30 * time.Second)
-	for !cl.metaLeader() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no JetStream meta leader within 30s (server log: %s)", serverWarnings())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var b *Backend
-	var err error
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b, err = New(ctx, cfg)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("open backend on the cluster: %v (server log: %s)", err, serverWarnings())
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := openClustered(t, cl, cfg)
 	s, err := varve.New(b, varve.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,14 +235,19 @@ func TestClusterLeaderFailover(t *testing.T) {
 	const writers, callTimeout = 4, 2 * time.Second
 
 	var (
-		mu        sync.Mutex
-		acked     = map[uuid.UUID]varve.Position{}
-		givenUp   = map[uuid.UUID]bool{}
-		failures  int
-		retried   int // failed appends of retrying writers later acknowledged
-		killedAt  time.Time
-		resumedAt time.Time
-		resumed   = make(chan struct{})
+		mu       sync.Mutex
+		acked    = map[uuid.UUID]varve.Position{}
+		givenUp  = map[uuid.UUID]bool{}
+		failures int
+		// Appends that failed before the leader stopped: none should (on
+		// R3 the leader refuses an expected sequence while the subject's
+		// last message is still being replicated, which the backend
+		// retries).
+		failedBefore []error
+		retried      int // failed appends of retrying writers later acknowledged
+		killedAt     time.Time
+		resumedAt    time.Time
+		resumed      = make(chan struct{})
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -247,6 +287,9 @@ func TestClusterLeaderFailover(t *testing.T) {
 						}
 					} else {
 						failures++
+						if killedAt.IsZero() {
+							failedBefore = append(failedBefore, err)
+						}
 						if !retry {
 							for _, e := range evs {
 								givenUp[e.ID] = true
@@ -272,17 +315,23 @@ func TestClusterLeaderFailover(t *testing.T) {
 		})
 	}
 
-	// Two readers page through $all as the writers append, one whole and
-	// one filtered by a category (pushed down, each page going through
+	// Three readers page through $all as the writers append, one whole,
+	// one filtered by a category and one by two (each page going through
 	// the page's Through), and keep what they read, to be compared with
-	// the whole log at the end.
+	// the whole log at the end. Before the fix of filter.go for replicated
+	// streams, the category reader skipped commits in 3 runs of 3, with or
+	// without the stop: its page's Through came from a replica ahead of the
+	// one that answered its cursor.
 	type liveReader struct {
 		filter varve.Filter
 		events []varve.RecordedEvent
 		errs   int
 		err    error
 	}
-	readers := []*liveReader{{}, {filter: varve.Filter{Categories: []string{"w1"}}}}
+	readers := []*liveReader{{},
+		{filter: varve.Filter{Categories: []string{"w1"}}},
+		{filter: varve.Filter{Categories: []string{"w0", "w3"}}},
+	}
 	for _, r := range readers {
 		wg.Go(func() {
 			var after varve.Position
@@ -357,8 +406,14 @@ func TestClusterLeaderFailover(t *testing.T) {
 	nctx, ncancel := context.WithTimeout(context.Background(), 10*time.Second)
 	newLeader, nerr := streamLeader(nctx, cl.urls(), name)
 	ncancel()
-	t.Logf("stopped stream leader %s (Shutdown took %v); first append started after the stop succeeded %v after it; new leader %s (%v)",
-		leader, stopped.Round(time.Millisecond), resumedAt.Sub(killedAt).Round(time.Millisecond), newLeader, nerr)
+	t.Logf("stopped stream leader %s (Shutdown took %v); first append started after the stop succeeded %v after it; new leader %s",
+		leader, stopped.Round(time.Millisecond), resumedAt.Sub(killedAt).Round(time.Millisecond), newLeader)
+	if nerr != nil || newLeader == leader {
+		t.Errorf("after the stop: stream leader %q (%v), want one other than %s", newLeader, nerr, leader)
+	}
+	if len(failedBefore) > 0 {
+		t.Errorf("%d appends failed before the leader stopped, the first with %v", len(failedBefore), failedBefore[0])
+	}
 	if len(acked) == ackedBefore {
 		t.Errorf("no append was acknowledged after the stop")
 	}
@@ -418,20 +473,9 @@ func TestClusterLeaderFailover(t *testing.T) {
 			if e.ID == want[i].ID && e.Position == want[i].Position {
 				continue
 			}
-			msg := fmt.Sprintf("reader %v: event %d is %s at %s, the log has %s at %s", r.filter, i, e.ID, e.Position, want[i].ID, want[i].Position)
-			// Known gap (see "Replicas and clusters" in the package doc):
-			// a filtered page's Through can pass commits that the replica
-			// answering its category cursor had not applied yet.
-			if !r.filter.IsZero() && os.Getenv("VARVE_NATS_R3_FILTER_STRICT") == "" {
-				t.Logf("KNOWN ISSUE, filtered reads on R3 (set VARVE_NATS_R3_FILTER_STRICT=1 to fail on it): %s", msg)
-				break
-			}
-			t.Fatal(msg)
+			t.Fatalf("reader %v: event %d is %s at %s, the log has %s at %s", r.filter, i, e.ID, e.Position, want[i].ID, want[i].Position)
 		}
 		t.Logf("reader %+v read %d of the log's %d events, %d of its pages failed", r.filter, len(r.events), len(want), r.errs)
-	}
-	if failures == 0 {
-		t.Errorf("no append failed: the leader's stop did not disturb the appends")
 	}
 	t.Logf("%d events in $all: %d acknowledged (%d before the stop), %d of %d given-up events stored; %d failed appends (%d later acknowledged by a retry)",
 		len(all), len(acked), ackedBefore, ambiguousStored, len(givenUp), failures, retried)
