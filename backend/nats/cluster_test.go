@@ -384,9 +384,22 @@ func TestClusterLeaderFailover(t *testing.T) {
 	mu.Unlock()
 	cl.stop(leader)
 	stopped := time.Since(killedAt)
+	// The survivors elect a new leader; appends in flight at the stop wait
+	// out their timeout, so this is the fail-over itself.
+	var elected time.Duration
+	for elected == 0 && time.Since(killedAt) < during {
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		l, err := streamLeader(ctx, cl.urls(), name)
+		cancel()
+		if err == nil && l != leader {
+			elected = time.Since(killedAt)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	select {
 	case <-resumed:
-	case <-time.After(during):
+	case <-time.After(during - time.Since(killedAt)):
 	}
 	time.Sleep(after)
 	close(stop)
@@ -406,8 +419,8 @@ func TestClusterLeaderFailover(t *testing.T) {
 	nctx, ncancel := context.WithTimeout(context.Background(), 10*time.Second)
 	newLeader, nerr := streamLeader(nctx, cl.urls(), name)
 	ncancel()
-	t.Logf("stopped stream leader %s (Shutdown took %v); first append started after the stop succeeded %v after it; new leader %s",
-		leader, stopped.Round(time.Millisecond), resumedAt.Sub(killedAt).Round(time.Millisecond), newLeader)
+	t.Logf("stopped stream leader %s (Shutdown took %v); new leader %s seen %v after the stop; first append started after the stop succeeded %v after it",
+		leader, stopped.Round(time.Millisecond), newLeader, elected.Round(time.Millisecond), resumedAt.Sub(killedAt).Round(time.Millisecond))
 	if nerr != nil || newLeader == leader {
 		t.Errorf("after the stop: stream leader %q (%v), want one other than %s", newLeader, nerr, leader)
 	}
