@@ -301,15 +301,17 @@ func TestClusterLeaderFailover(t *testing.T) {
 						version = res.LastVersion
 						break
 					}
-					if !retry {
-						break
-					}
-					failedOnce = true
+					// A pause after a failure, as a client would back off:
+					// calls that fail at once would spin on 2 cores.
 					select {
 					case <-stop:
 						return
 					case <-time.After(20 * time.Millisecond):
 					}
+					if !retry {
+						break
+					}
+					failedOnce = true
 				}
 			}
 		})
