@@ -39,6 +39,9 @@ type Backend struct {
 
 	layoutSubj string // "<prefix>.l": the layout marker
 	layout     byte   // layoutStreamID or layoutCategory
+	// replicated: the stream has more than one replica, so direct gets
+	// may be answered by followers that lag (see filter.go).
+	replicated bool
 	sep        string // category separator of the layout
 
 	maxPayload int
@@ -185,6 +188,7 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 			return fmt.Errorf("nats: create stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
 		}
 		if err == nil {
+			b.replicated = want.Replicas > 1
 			return nil
 		}
 		b.c.CountRequest()
@@ -194,6 +198,7 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("nats: look up stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
 	}
 	have := s.CachedInfo().Config
+	b.replicated = have.Replicas > 1
 	subjects := map[string]bool{}
 	for _, subj := range have.Subjects {
 		subjects[subj] = true

@@ -28,6 +28,14 @@ const maxMerged = 8
 // $all, L. Every message up to L was stored before the cursors ask the
 // server where their subjects end, so a short page holds every matching
 // event up to L, and every commit stored later comes after L.
+//
+// On a replicated stream, direct gets are answered by any replica, and a
+// follower may lag: L can come from a replica that has commits the one
+// answering a cursor has not applied yet. A replica holds a prefix of the
+// stream, so one cursor's messages have no gap up to the last it returned,
+// but L and the merge of several cursors (each perhaps from another
+// replica) prove nothing. There a page goes through its own events only,
+// and a filter of several categories reads $all with one cursor.
 func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
 	if err := b.ready(ctx); err != nil {
 		return buf, q.After, err
@@ -61,6 +69,11 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 		return buf[:start], q.After, b.fail("", err)
 	}
 	through := laterOf(q.After, last)
+	if b.replicated {
+		// L may come from a replica ahead of the one that answered the
+		// cursor: go through the page's events only.
+		through = q.After
+	}
 	if n := len(buf); n > start {
 		through = laterOf(through, buf[n-1].Position)
 		if n-start == q.Limit {
@@ -100,7 +113,7 @@ func (b *Backend) lastMessage(ctx context.Context) (varve.Position, error) {
 // filterSubjects returns the subject filters that a read of f merges, and
 // whether they select f's categories (else each commit's is checked).
 func (b *Backend) filterSubjects(f varve.Filter) ([]string, bool) {
-	if len(f.Categories) == 0 || len(f.Categories) > maxMerged {
+	if len(f.Categories) == 0 || len(f.Categories) > maxMerged || b.replicated && len(f.Categories) > 1 {
 		return []string{b.allSubj}, false
 	}
 	subjs := make([]string, len(f.Categories))

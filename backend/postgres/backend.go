@@ -57,6 +57,7 @@ type Backend struct {
 	schema  string // quoted identifier
 	seed    int64  // advisory lock key seed of the schema
 	version int64  // of the schema: its last migration
+	standby bool   // the server was a hot standby when New connected
 	sql     queries
 
 	requests atomic.Uint64
@@ -78,7 +79,9 @@ var (
 )
 
 // New connects to PostgreSQL, creates or upgrades the schema unless
-// cfg.NoMigrate, and returns the backend. Close it to release the pool.
+// cfg.NoMigrate or the server is a hot standby (see "Reading from a hot
+// standby" in the package doc), and returns the backend. Close it to
+// release the pool.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -128,9 +131,19 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		notify: make(chan struct{}, 1),
 	}
 	b.life, b.cancel = context.WithCancel(context.Background())
-	if cfg.NoMigrate {
+	if err = pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&b.standby); err != nil {
+		err = fmt.Errorf("postgres: %w", err)
+	}
+	switch {
+	case err != nil:
+	case cfg.NoMigrate:
 		b.version, err = b.readVersion(ctx)
-	} else {
+	case b.standby:
+		// A standby takes the primary's migrations with its WAL.
+		if b.version, err = b.readVersion(ctx); err == nil && b.version == 0 {
+			err = fmt.Errorf("schema %s does not exist on the standby (New migrates only a primary): %w", b.schema, ErrStandby)
+		}
+	default:
 		b.version, err = b.migrate(ctx)
 	}
 	if err != nil {

@@ -152,6 +152,44 @@
 // wakes watchers every Config.WatchPoll, which covers commits that were held
 // back behind an older transaction when their notification came.
 //
+// # Reading from a hot standby
+//
+// A store can be opened on a streaming replica (hot standby) of the
+// primary, to take reads off it: New sees pg_is_in_recovery() and does not
+// migrate (the standby has the primary's schema through the WAL; a schema
+// the standby does not have yet fails New with [ErrStandby], so open the
+// primary first). Reads work as on the primary; every write (append,
+// delete, truncate, snapshot or checkpoint save) fails with [ErrStandby],
+// wrapping the server's read-only error (SQLSTATE 25006). A subscription
+// on the standby keeps its checkpoints elsewhere: subscription.Config's
+// Checkpoints can be the primary's backend. A backend opened on a standby
+// stays a standby's: after a promotion, open it again.
+//
+// $all on the standby is gap-free by the older rule of the section above:
+// the standby cannot see the primary's writer locks, so its horizon is the
+// xmin of its own snapshot, which the primary's running transactions hold
+// back (the standby learns of each id from the WAL, and counts the ids
+// below the highest it saw as running until it replays their end). So on a
+// standby $all waits for every transaction open on the primary that has a
+// transaction id, in any database, not only for this schema's writers.
+// Watch on a standby cannot LISTEN (a standby refuses it, and the primary's
+// NOTIFYs are not replicated): its watchers are woken every
+// Config.WatchPoll, which bounds how late a caught-up subscription sees an
+// event beyond the replication lag. [Backend.StandbyStatus] reports the
+// WAL received and replayed and the time since the last replayed commit.
+//
+// TestStandby starts a private primary and a standby made by pg_basebackup
+// (package internal/pgcluster; skipped with a loud message where the
+// binaries are missing, failed with CI=true), appends 1,200 events from 4
+// writers on the primary and follows them with a subscription on the
+// standby: every event came once, in the primary's order, and the
+// standby's $all equals the primary's. From acknowledgement on the
+// primary to delivery on the standby (WatchPoll 5ms, both servers with
+// fsync off, on this 2-core machine beside other tests): median 3.5-6.6
+// ms, 90th percentile 23-30 ms, at most 32-51 ms in 3 runs; the standby's
+// time since its last replayed commit, sampled every 20 ms during the
+// load, was at most 7.5-42 ms.
+//
 // # Errors
 //
 // The Store names the operation and the stream, so this package returns the

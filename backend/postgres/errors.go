@@ -12,8 +12,15 @@ import (
 	"github.com/varve-go/varve"
 )
 
+// ErrStandby is in the error of a write (append, delete, truncate, a
+// snapshot or checkpoint save) sent to a hot standby, which only reads, and
+// of New when the schema does not exist on the standby (create it on the
+// primary: New does not migrate a standby).
+var ErrStandby = errors.New("postgres: the server is a read-only hot standby")
+
 // SQLSTATEs raised by the schema's functions.
 const (
+	codeReadOnly     = "25006" // read_only_sql_transaction: a write on a standby
 	codeWrongVersion = "VV001"
 	codeDuplicate    = "VV002"
 	codeTombstoned   = "VV003"
@@ -37,6 +44,10 @@ func (b *Backend) fail(ctx context.Context, err error) error {
 	}
 	if refusedInput(err) {
 		return fmt.Errorf("postgres: %w: %w", err, varve.ErrInvalidArgument)
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == codeReadOnly {
+		return fmt.Errorf("%w: %w", ErrStandby, err)
 	}
 	return fmt.Errorf("postgres: %w", err)
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
@@ -30,4 +31,27 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("written at version", res.LastVersion)
+}
+
+// Reads from a hot standby: the store opened on the standby reads, its
+// writes fail with ErrStandby, and a subscription on it would keep its
+// checkpoints on the primary (subscription.Config.Checkpoints).
+func ExampleBackend_StandbyStatus() {
+	ctx := context.Background()
+	b, err := postgres.New(ctx, postgres.Config{
+		ConnString: "postgres://postgres@127.0.0.1:5433/test?sslmode=disable", // the standby
+		Schema:     "orders",
+	})
+	if errors.Is(err, postgres.ErrStandby) {
+		log.Fatal("the standby has no schema orders yet: open it on the primary first")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.StandbyStatus(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("standby %v, replayed up to %s, %v since the last replayed commit\n", st.Standby, st.ReplayLSN, st.SinceReplayedCommit)
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -84,4 +85,61 @@ func (b *Backend) retryRace(run func() error) error {
 			return err
 		}
 	}
+}
+
+// StandbyStatus is how far a hot standby has replayed the primary's WAL.
+type StandbyStatus struct {
+	// Standby is false when the server is not in recovery (a primary, or
+	// a standby promoted since); the other fields are then zero.
+	Standby bool
+	// ReceiveLSN and ReplayLSN are the WAL positions the standby has
+	// received and replayed (pg_last_wal_receive_lsn,
+	// pg_last_wal_replay_lsn), as PostgreSQL prints them.
+	ReceiveLSN, ReplayLSN string
+	// ReplayedCommit is the commit time, on the primary, of the last
+	// transaction the standby replayed (pg_last_xact_replay_timestamp);
+	// zero before the first.
+	ReplayedCommit time.Time
+	// SinceReplayedCommit is the server's now() minus ReplayedCommit. It
+	// is the replay lag while the primary commits, and grows when the
+	// primary is idle, so read it with the primary's activity in mind.
+	SinceReplayedCommit time.Duration
+}
+
+// StandbyStatus reports the server's replay of the primary's WAL. On a
+// primary it returns a status with Standby false.
+func (b *Backend) StandbyStatus(ctx context.Context) (StandbyStatus, error) {
+	if err := b.begin(ctx); err != nil {
+		return StandbyStatus{}, err
+	}
+	b.requests.Add(1)
+	var (
+		st              StandbyStatus
+		receive, replay *string
+		replayedAt      *time.Time
+		sinceMicros     *int64
+	)
+	err := b.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text,
+       pg_last_xact_replay_timestamp(),
+       (extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1e6)::bigint`).
+		Scan(&st.Standby, &receive, &replay, &replayedAt, &sinceMicros)
+	if err != nil {
+		return StandbyStatus{}, b.fail(ctx, fmt.Errorf("standby status: %w", err))
+	}
+	if !st.Standby {
+		return StandbyStatus{}, nil
+	}
+	if receive != nil {
+		st.ReceiveLSN = *receive
+	}
+	if replay != nil {
+		st.ReplayLSN = *replay
+	}
+	if replayedAt != nil {
+		st.ReplayedCommit = *replayedAt
+	}
+	if sinceMicros != nil {
+		st.SinceReplayedCommit = time.Duration(*sinceMicros) * time.Microsecond
+	}
+	return st, nil
 }

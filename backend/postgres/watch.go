@@ -29,7 +29,8 @@ func (b *Backend) channel() string { return pgx.Identifier{"varve." + b.cfg.Sche
 // Watch returns a channel closed at the next commit of this backend, the
 // next NOTIFY from another process's backend on the same schema, or after
 // Config.WatchPoll without either. The first call starts a goroutine that
-// holds a LISTEN connection until Close.
+// holds a LISTEN connection until Close (on a standby, which refuses
+// LISTEN, one that wakes the watchers every WatchPoll).
 func (b *Backend) Watch() <-chan struct{} {
 	ch := b.watch.signal.Wait()
 	b.watch.mu.Lock()
@@ -102,6 +103,20 @@ const closeListenTimeout = time.Second
 func (b *Backend) listener() {
 	defer b.wg.Done()
 	ctx := b.life
+	if b.standby {
+		// A standby refuses LISTEN, and the primary's NOTIFYs do not
+		// reach it: its watchers are woken every WatchPoll.
+		poll := time.NewTicker(b.cfg.WatchPoll)
+		defer poll.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-poll.C:
+				b.watch.signal.Notify()
+			}
+		}
+	}
 	failures := 0
 	for {
 		listened := b.listen(ctx)

@@ -13,6 +13,10 @@
 // /usr/lib/postgresql/*/bin. initdb refuses to run as root, so under root the
 // server runs as the "postgres" user (set as the child's credentials).
 // VARVE_PG_LOGICAL_URL names an already running server to use instead.
+//
+// [Cluster.StartStandby] adds a hot standby: a copy of the cluster taken
+// with pg_basebackup that streams the primary's WAL and answers read-only
+// queries, on a port of its own.
 package pgcluster
 
 import (
@@ -66,6 +70,24 @@ type Cluster struct {
 	exited chan struct{}
 }
 
+// newDir makes the cluster's temporary directory, owned by the server's
+// user.
+func (c *Cluster) newDir() error {
+	var err error
+	c.dir, err = os.MkdirTemp("", "varve-pgcluster-")
+	if err != nil {
+		return fmt.Errorf("pgcluster: temp dir: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(c.dir, c.uid, -1); err != nil {
+			c.remove()
+			return fmt.Errorf("pgcluster: chown %s: %w", c.dir, err)
+		}
+	}
+	c.data = filepath.Join(c.dir, "data")
+	return nil
+}
+
 // URL is the connection string of the cluster's "postgres" database.
 func (c *Cluster) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
@@ -91,17 +113,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.uid = uid
 		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	c.dir, err = os.MkdirTemp("", "varve-pgcluster-")
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: temp dir: %w", err)
+	if err := c.newDir(); err != nil {
+		return nil, err
 	}
-	if c.cred != nil {
-		if err := os.Chown(c.dir, c.uid, -1); err != nil {
-			c.remove()
-			return nil, fmt.Errorf("pgcluster: chown %s: %w", c.dir, err)
-		}
-	}
-	c.data = filepath.Join(c.dir, "data")
 	initdb := c.command(ctx, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		c.remove()
@@ -112,6 +126,33 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// StartStandby copies the running cluster with pg_basebackup (streaming
+// the WAL of the copy) into a new temporary directory and starts the copy
+// as a hot standby on a free loopback port: it replays the primary's WAL
+// as it comes (primary_conninfo, written by pg_basebackup -R) and answers
+// read-only queries. The standby has the primary's settings. Stop it
+// before the primary.
+func (c *Cluster) StartStandby(ctx context.Context) (*Cluster, error) {
+	if c.cmd == nil {
+		return nil, errors.New("pgcluster: start standby: the primary is not running")
+	}
+	sb := &Cluster{cfg: c.cfg, bin: c.bin, uid: c.uid, cred: c.cred}
+	if err := sb.newDir(); err != nil {
+		return nil, err
+	}
+	backup := sb.command(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres",
+		"-D", sb.data, "-X", "stream", "-R", "--checkpoint=fast", "--no-sync")
+	if out, err := backup.CombinedOutput(); err != nil {
+		sb.remove()
+		return nil, fmt.Errorf("pgcluster: pg_basebackup: %w\n%s", err, out)
+	}
+	if err := sb.startServer(ctx, 0); err != nil {
+		sb.remove()
+		return nil, err
+	}
+	return sb, nil
 }
 
 func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
@@ -324,18 +365,25 @@ func (s *Shared) URL(t testing.TB) string {
 	t.Helper()
 	s.once.Do(s.start)
 	if s.err != nil {
-		msg := fmt.Sprintf("\n"+
-			"#############################################################\n"+
-			"## private PostgreSQL (wal_level=logical) is not available:\n"+
-			"## %v\n"+
-			"## Install PostgreSQL's server binaries or set VARVE_PG_LOGICAL_URL.\n"+
-			"#############################################################", s.err)
-		if testenv.CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		Unavailable(t, "private PostgreSQL (wal_level=logical)", s.err, "Install PostgreSQL's server binaries or set VARVE_PG_LOGICAL_URL.")
 	}
 	return s.url
+}
+
+// Unavailable skips the test with a loud message saying that what could
+// not start, and why, or fails it with CI=true.
+func Unavailable(t testing.TB, what string, err error, hint string) {
+	t.Helper()
+	msg := fmt.Sprintf("\n"+
+		"#############################################################\n"+
+		"## %s is not available:\n"+
+		"## %v\n"+
+		"## %s\n"+
+		"#############################################################", what, err, hint)
+	if testenv.CI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // Main runs the tests with s configured by cfg, stops the cluster if a

@@ -433,15 +433,23 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("jetstream error %d (%d): %s", e.ErrCode, e.Code, e.Description)
 }
 
-// errWrongLastSequence is the error code of a failed
-// expected-last-subject-sequence check.
-const errWrongLastSequence = 10071
+// Error codes of a failed expected-last-(subject-)sequence check: 10071
+// names the actual sequence; 10164, without one, is what a clustered
+// stream's leader answers when another message on the subject is still
+// being replicated (an append right after the one before it was
+// acknowledged can meet it on R3), so it says nothing about the head.
+const (
+	errWrongLastSequence         = 10071
+	errWrongLastSequenceConstant = 10164
+)
 
 // IsWrongLastSequence reports whether err is the server's refusal of a
-// publish whose expected last subject sequence was not the subject's.
+// publish whose expected last subject sequence was not, or could not yet
+// be checked against, the subject's: the caller reads the head again and
+// retries.
 func IsWrongLastSequence(err error) bool {
 	var e *APIError
-	return errors.As(err, &e) && e.ErrCode == errWrongLastSequence
+	return errors.As(err, &e) && (e.ErrCode == errWrongLastSequence || e.ErrCode == errWrongLastSequenceConstant)
 }
 
 // versionAtLeast reports whether a server version "major.minor.patch[-x]"

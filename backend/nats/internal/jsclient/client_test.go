@@ -405,3 +405,21 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("publish while the server is down: %v, want ErrUnreachable", err)
 	}
 }
+
+func TestIsWrongLastSequence(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{&APIError{Code: 400, ErrCode: 10071, Description: "wrong last sequence: 7"}, true},
+		{fmt.Errorf("publish: %w", &APIError{Code: 400, ErrCode: 10164, Description: "wrong last sequence"}), true},
+		{&APIError{Code: 503, ErrCode: 10008, Description: "jetstream temporarily unavailable"}, false},
+		{errors.New("wrong last sequence"), false},
+		{nil, false},
+	}
+	for _, c := range cases {
+		if got := IsWrongLastSequence(c.err); got != c.want {
+			t.Errorf("IsWrongLastSequence(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
