@@ -8,9 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,40 +20,17 @@ import (
 	"github.com/varve-go/varve/subscription"
 )
 
-// activeChildEnv makes the test binary a child of TestRunActiveKilled: it
-// runs the subscription single-active on the store at VARVE_ACTIVE_STORE
-// and writes each event it handles, with its process id, to the file at
-// VARVE_ACTIVE_LOG.
-const activeChildEnv = "VARVE_ACTIVE_CHILD"
-
-func runActiveChild() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	s, err := open.Store(ctx, os.Getenv("VARVE_ACTIVE_STORE"), varve.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer s.Close()
-	log, err := os.OpenFile(os.Getenv("VARVE_ACTIVE_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer log.Close()
+// activeChild runs the subscription "killed" single-active and logs each
+// event it handles with its process id.
+func activeChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	pid := os.Getpid()
 	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
-	err = subscription.RunActive(ctx, s, cfg, fmt.Sprint("pid-", pid), 2*time.Second, func(_ context.Context, e varve.RecordedEvent) error {
+	return subscription.RunActive(ctx, s, cfg, fmt.Sprint("pid-", pid), 2*time.Second, func(_ context.Context, e varve.RecordedEvent) error {
 		// One write(2) of a short line: whole or not at all, even when the
 		// process is killed.
 		_, err := fmt.Fprintf(log, "%d %s %d\n", pid, e.Stream, e.Version)
 		return err
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // TestRunActiveKilled runs one subscription single-active in 3 processes
@@ -94,19 +69,7 @@ func TestRunActiveKilled(t *testing.T) {
 		}
 	})
 	logPath := filepath.Join(t.TempDir(), "handled.log")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func() *exec.Cmd {
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), activeChildEnv+"=1", "VARVE_ACTIVE_STORE="+storeURL, "VARVE_ACTIVE_LOG="+logPath)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := func() *exec.Cmd { return startChild(t, "active", storeURL, logPath) }
 	procs := []*exec.Cmd{start(), start(), start()}
 	defer func() {
 		for _, p := range procs {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -17,38 +16,17 @@ import (
 	"github.com/varve-go/varve/subscription"
 )
 
-// pausedChildEnv makes the test binary a child of TestPausedHolder: it
-// runs the subscription "paused" single-active on VARVE_PAUSED_STORE with a
-// slow handler that writes each event to VARVE_PAUSED_LOG.
-const pausedChildEnv = "VARVE_PAUSED_CHILD"
-
 const pausedTTL = time.Second
 
-func runPausedChild() int {
-	ctx := context.Background()
-	s, err := open.Store(ctx, os.Getenv("VARVE_PAUSED_STORE"), varve.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer s.Close()
-	log, err := os.OpenFile(os.Getenv("VARVE_PAUSED_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer log.Close()
+// pausedChild runs the subscription "paused" single-active with a slow
+// handler that logs each event.
+func pausedChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	cfg := subscription.Config{Name: "paused", Start: subscription.FromCheckpointOrBeginning, PageSize: 50, MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond}
-	err = subscription.RunActive(ctx, s, cfg, "child", pausedTTL, func(_ context.Context, e varve.RecordedEvent) error {
+	return subscription.RunActive(ctx, s, cfg, "child", pausedTTL, func(_ context.Context, e varve.RecordedEvent) error {
 		fmt.Fprintf(log, "%s %d\n", e.Stream, e.Version)
 		time.Sleep(50 * time.Millisecond) // a batch of 50 takes 2.5 s: the pause comes in the middle
 		return nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // TestPausedHolder: a holder paused (SIGSTOP) in the middle of a batch for
@@ -61,19 +39,15 @@ func TestPausedHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for kind, storeURL := range killStoreURLs(t) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			testPausedHolder(t, exe, storeURL)
+			testPausedHolder(t, storeURL)
 		})
 	}
 }
 
-func testPausedHolder(t *testing.T, exe, storeURL string) {
+func testPausedHolder(t *testing.T, storeURL string) {
 	ctx := t.Context()
 	s, err := open.Store(ctx, storeURL, varve.Config{})
 	if err != nil {
@@ -94,12 +68,7 @@ func testPausedHolder(t *testing.T, exe, storeURL string) {
 		b, _ := os.ReadFile(logPath)
 		return bytes.Count(b, []byte("\n"))
 	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), pausedChildEnv+"=1", "VARVE_PAUSED_STORE="+storeURL, "VARVE_PAUSED_LOG="+logPath)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := startChild(t, "paused", storeURL, logPath)
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -11,11 +11,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,34 +27,16 @@ import (
 	"github.com/varve-go/varve/subscription"
 )
 
-// segmentedChildEnv makes the test binary a child of
-// TestSegmentedKilled: it runs the segmented subscription on the store at
-// VARVE_SEG_STORE and writes each event it handles, with the run that
-// handled it (process id and the count of segment holds in that process),
-// to the file at VARVE_SEG_LOG.
-const segmentedChildEnv = "VARVE_SEGMENTED_CHILD"
-
 const killedSegments, killedTTL = 6, 2 * time.Second
 
-func runSegmentedChild() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	s, err := open.Store(ctx, os.Getenv("VARVE_SEG_STORE"), varve.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer s.Close()
-	log, err := os.OpenFile(os.Getenv("VARVE_SEG_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer log.Close()
+// segmentedChild runs the segmented subscription "killed" and logs each
+// event it handles with the run that handled it (process id and the count
+// of segment holds in that process).
+func segmentedChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	pid := os.Getpid()
 	var runs atomic.Int64
 	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
-	err = subscription.Segmented(ctx, s, cfg, fmt.Sprint("pid-", pid), killedSegments, killedTTL, func(ctx context.Context, segment int, sub *subscription.Subscription) error {
+	return subscription.Segmented(ctx, s, cfg, fmt.Sprint("pid-", pid), killedSegments, killedTTL, func(ctx context.Context, segment int, sub *subscription.Subscription) error {
 		run := fmt.Sprintf("%d.%d", pid, runs.Add(1))
 		return sub.Run(ctx, func(_ context.Context, e varve.RecordedEvent) error {
 			// One write(2) of a short line: whole or not at all.
@@ -64,11 +44,6 @@ func runSegmentedChild() int {
 			return err
 		})
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // killStoreURLs gives a store URL of each server backend whose data is
@@ -134,19 +109,15 @@ func TestSegmentedKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for kind, storeURL := range killStoreURLs(t) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			testSegmentedKilled(t, exe, storeURL)
+			testSegmentedKilled(t, storeURL)
 		})
 	}
 }
 
-func testSegmentedKilled(t *testing.T, exe, storeURL string) {
+func testSegmentedKilled(t *testing.T, storeURL string) {
 	ctx := t.Context()
 	s, err := open.Store(ctx, storeURL, varve.Config{})
 	if err != nil {
@@ -154,15 +125,7 @@ func testSegmentedKilled(t *testing.T, exe, storeURL string) {
 	}
 	defer s.Close()
 	logPath := filepath.Join(t.TempDir(), "handled.log")
-	start := func() *exec.Cmd {
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), segmentedChildEnv+"=1", "VARVE_SEG_STORE="+storeURL, "VARVE_SEG_LOG="+logPath)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := func() *exec.Cmd { return startChild(t, "segmented", storeURL, logPath) }
 	procs := []*exec.Cmd{start(), start(), start()}
 	defer func() {
 		for _, p := range procs {

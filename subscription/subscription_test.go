@@ -18,14 +18,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(activeChildEnv) != "" {
-		os.Exit(runActiveChild())
-	}
-	if os.Getenv(segmentedChildEnv) != "" {
-		os.Exit(runSegmentedChild())
-	}
-	if os.Getenv(pausedChildEnv) != "" {
-		os.Exit(runPausedChild())
+	if kind := os.Getenv(childEnv); kind != "" {
+		os.Exit(runChild(kind))
 	}
 	goleak.VerifyTestMain(m)
 }

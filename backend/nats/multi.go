@@ -9,6 +9,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/nats/internal/jsclient"
+	"github.com/varve-go/varve/internal/backoff"
 )
 
 // checkTTL is how long the message of a check stays in the stream: the
@@ -193,7 +194,7 @@ func (m *multiOp) run(ctx context.Context) ([]varve.AppendResult, error) {
 			if refusals++; refusals > batchRetries {
 				return nil, err
 			}
-			if err := pause(ctx, time.Duration(refusals)*time.Millisecond); err != nil {
+			if err := backoff.Sleep(ctx, time.Duration(refusals)*time.Millisecond); err != nil {
 				return nil, err
 			}
 		case jsclient.IsBatchTooLarge(err):
@@ -271,16 +272,4 @@ func partError(stream string, err error) error {
 		return &varve.StreamError{Stream: stream, Err: err}
 	}
 	return fmt.Errorf("stream %q: %w", stream, err)
-}
-
-// pause waits d or until ctx is done.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
