@@ -68,6 +68,7 @@ type Backend struct {
 
 	notify chan struct{} // capacity 1: an append asks for a NOTIFY
 	watch  watchState
+	group  *grouper // nil without group commit
 }
 
 var (
@@ -147,6 +148,15 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		b.wg.Add(1)
 		go b.notifier()
 	}
+	// A group holds the writer lock for all its appends, which only a
+	// schema from migration 5 on knows about.
+	if !cfg.NoGroupCommit && cfg.MaxGroup > 1 && b.version >= writerLockSince {
+		b.group = newGrouper(b)
+		for range b.group.lanes {
+			b.wg.Add(1)
+			go b.group.run()
+		}
+	}
 	return b, nil
 }
 
@@ -175,6 +185,9 @@ func (b *Backend) Schema() string { return b.schema }
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
+	}
+	if b.group != nil {
+		b.group.close()
 	}
 	b.cancel()
 	b.watch.mu.Lock()

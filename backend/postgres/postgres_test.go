@@ -110,8 +110,19 @@ func open(t testing.TB, cfg postgres.Config) *postgres.Backend {
 	return b
 }
 
+// TestConformance runs the suite with group commit (the default) and
+// without.
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
-		return open(t, config(t, testSchema))
-	}})
+	for _, tc := range []struct {
+		name string
+		off  bool
+	}{{"GroupCommit", false}, {"NoGroupCommit", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
+				cfg := config(t, testSchema)
+				cfg.NoGroupCommit = tc.off
+				return open(t, cfg)
+			}})
+		})
+	}
 }

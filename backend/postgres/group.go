@@ -1,0 +1,301 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/varve-go/varve"
+)
+
+// defaultLanes is how many units of work, appends alone or groups, the
+// grouper lets run at once before it queues appends for a group; see
+// grouper.
+const defaultLanes = 2
+
+// grouper is group commit. An append that finds fewer than lanes units in
+// flight and nobody queued runs alone at once (appendAlone, the one-
+// statement fast path); otherwise it queues, and a committer goroutine takes
+// the queue (up to max appends, one per stream) as one transaction when a
+// unit ends. So a group forms only from appends that arrived while earlier
+// ones were in flight, and no append waits for a timer.
+type grouper struct {
+	b     *Backend
+	max   int
+	lanes int
+	key   [2]int32 // the schema's writer lock
+
+	mu       sync.Mutex
+	inflight int       // appends alone and groups running
+	queue    []*member // in arrival order
+	closed   bool
+	wake     chan struct{} // capacity 1
+
+	groups, members atomic.Uint64 // groups committed and their appends
+}
+
+// member is one append queued for a group.
+type member struct {
+	req  varve.AppendRequest
+	args *appendArgs // the arrays of an append of several events
+	res  varve.AppendResult
+	err  error
+	redo bool // the group did not write it: run it alone
+	done chan struct{}
+}
+
+func newGrouper(b *Backend) *grouper {
+	return &grouper{
+		b:     b,
+		max:   b.cfg.MaxGroup,
+		lanes: defaultLanes,
+		key:   [2]int32{int32(b.seed >> 32), int32(b.seed & 0x7fffffff)},
+		wake:  make(chan struct{}, 1),
+	}
+}
+
+func (g *grouper) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// append runs req alone when nothing else waits and a lane is free, and
+// otherwise in the next group. A caller whose context ends while its append
+// is queued gets the context's error and the append is never sent; once a
+// committer has taken it, the caller still gets the context's error at
+// once, and the append commits or not with its group, like an append whose
+// caller went away while its statement ran. An append the group did not
+// write (it declined or failed: a wrong expected version, an idempotent
+// retry, a duplicate id, a tombstone, a writer in between) runs the append
+// function alone, which decides it as it decides any other.
+func (g *grouper) append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return varve.AppendResult{}, varve.ErrClosed
+	}
+	if g.inflight < g.lanes && len(g.queue) == 0 {
+		g.inflight++
+		g.mu.Unlock()
+		defer g.release()
+		return g.b.appendAlone(ctx, req, true)
+	}
+	m := &member{req: req, done: make(chan struct{})}
+	g.queue = append(g.queue, m)
+	g.mu.Unlock()
+	g.signal()
+	select {
+	case <-m.done:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.queue, m); i >= 0 {
+			g.queue = slices.Delete(g.queue, i, i+1)
+		}
+		g.mu.Unlock()
+		return varve.AppendResult{}, ctx.Err()
+	}
+	switch {
+	case m.redo:
+		return g.b.appendAlone(ctx, req, false)
+	case m.err != nil:
+		return varve.AppendResult{}, g.b.mapError(ctx, req.Stream, req.Expected, m.err)
+	}
+	return m.res, nil
+}
+
+// release ends a unit and wakes a committer if appends wait.
+func (g *grouper) release() {
+	g.mu.Lock()
+	g.inflight--
+	waiting := len(g.queue) > 0
+	g.mu.Unlock()
+	if waiting {
+		g.signal()
+	}
+}
+
+// take removes the next group from the queue: the first append of each
+// stream, up to max, sorted by stream. Appends to a stream already in the
+// group wait for the next one (their order is kept). A group locks its
+// streams' rows in the order of their names, and an append alone locks
+// one, so groups in flight together cannot deadlock.
+func (g *grouper) take() []*member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || len(g.queue) == 0 || g.inflight >= g.lanes {
+		return nil
+	}
+	var grp, rest []*member
+	for _, m := range g.queue {
+		if len(grp) < g.max && !slices.ContainsFunc(grp, func(o *member) bool { return o.req.Stream == m.req.Stream }) {
+			grp = append(grp, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	g.queue = rest
+	g.inflight++
+	slices.SortFunc(grp, func(a, b *member) int { return strings.Compare(a.req.Stream, b.req.Stream) })
+	return grp
+}
+
+// run is a committer goroutine: it commits groups while appends wait and a
+// lane is free, until Close.
+func (g *grouper) run() {
+	defer g.b.wg.Done()
+	for {
+		select {
+		case <-g.b.life.Done():
+			return
+		case <-g.wake:
+		}
+		for grp := g.take(); grp != nil; grp = g.take() {
+			g.commit(grp)
+			g.release()
+		}
+	}
+}
+
+// close fails the appends still queued; a group in flight ends with the
+// backend's context.
+func (g *grouper) close() {
+	g.mu.Lock()
+	g.closed = true
+	q := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+	for _, m := range q {
+		m.err = varve.ErrClosed
+		close(m.done)
+	}
+}
+
+// commit runs grp in one transaction on the backend's context, so that no
+// caller's cancellation touches the others, and hands each member its
+// outcome.
+func (g *grouper) commit(grp []*member) {
+	err := g.exec(g.b.life, grp)
+	if err == nil {
+		g.b.committed()
+		g.groups.Add(1)
+		g.members.Add(uint64(len(grp)))
+	}
+	for _, m := range grp {
+		if err != nil {
+			m.err, m.redo = err, false
+		}
+		if m.args != nil {
+			m.args.release()
+			m.args = nil
+		}
+		close(m.done)
+	}
+}
+
+// exec sends the group in one pipeline: BEGIN, the writer lock (taken at
+// the top level, before the transaction has an id, and so held until it
+// ends whatever savepoint is rolled back), then for each append SAVEPOINT,
+// the fast statement and RELEASE, and COMMIT. An append that declines (no
+// row) keeps its savepoint released, having written nothing; one whose
+// statement fails aborts the rest of the pipeline, so exec rolls back to its
+// savepoint and sends the appends after it in the next pipeline. Any other
+// error ends the transaction (the pool drops a connection left in one) and
+// is every member's.
+func (g *grouper) exec(ctx context.Context, grp []*member) error {
+	conn, err := g.b.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	sql := &g.b.sql
+	for start, begun := 0, false; ; {
+		batch := &pgx.Batch{}
+		if !begun {
+			batch.Queue("BEGIN")
+			batch.Queue("SELECT pg_advisory_xact_lock_shared($1::int4, $2::int4)", g.key[0], g.key[1])
+		} else {
+			// On its own: the next pipeline may have statements to
+			// prepare, which an aborted transaction refuses.
+			g.b.requests.Add(1)
+			if _, err := conn.Exec(ctx, "ROLLBACK TO SAVEPOINT g"); err != nil {
+				return err
+			}
+		}
+		for _, m := range grp[start:] {
+			batch.Queue("SAVEPOINT g")
+			if len(m.req.Events) == 1 {
+				e := &m.req.Events[0]
+				batch.Queue(sql.groupOne, g.b.appendArgs(m.req, [16]byte(e.ID), e.Type, e.Data, e.Metadata)...)
+			} else {
+				if m.args == nil {
+					m.args = argsPool.Get().(*appendArgs)
+					m.args.fill(m.req.Events)
+				}
+				a := m.args
+				batch.Queue(sql.groupMany, g.b.appendArgs(m.req, a.ids, a.types, a.data, a.meta)...)
+			}
+			batch.Queue("RELEASE SAVEPOINT g")
+		}
+		batch.Queue("COMMIT")
+		g.b.requests.Add(1)
+		br := conn.SendBatch(ctx, batch)
+		failed, err := readGroup(br, grp[start:], !begun)
+		if cerr := br.Close(); err == nil && failed < 0 {
+			err = cerr
+		}
+		if err != nil || failed < 0 {
+			return err
+		}
+		start, begun = start+failed+1, true
+	}
+}
+
+// readGroup reads the results of one pipeline of exec: the index in ms of
+// the append whose statement failed (and which is to run alone), or -1 when
+// the pipeline ran to its COMMIT.
+func readGroup(br pgx.BatchResults, ms []*member, first bool) (int, error) {
+	if first { // BEGIN and the lock
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return -1, err
+			}
+		}
+	}
+	for i, m := range ms {
+		if _, err := br.Exec(); err != nil {
+			return -1, err
+		}
+		var last, tx, seq int64
+		err := br.QueryRow().Scan(&last, &tx, &seq)
+		var pg *pgconn.PgError
+		switch {
+		case err == nil:
+			n := varve.Version(len(m.req.Events))
+			m.res = varve.AppendResult{
+				FirstVersion: varve.Version(last) - n + 1,
+				LastVersion:  varve.Version(last),
+				Position:     varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
+			}
+		case errors.Is(err, pgx.ErrNoRows):
+			m.redo = true
+		case errors.As(err, &pg):
+			m.redo = true
+			return i, nil
+		default:
+			return -1, err
+		}
+		if _, err := br.Exec(); err != nil {
+			return -1, err
+		}
+	}
+	_, err := br.Exec()
+	return -1, err
+}
