@@ -149,8 +149,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		go b.notifier()
 	}
 	// A group holds the writer lock for all its appends, which only a
-	// schema from migration 5 on knows about.
-	if !cfg.NoGroupCommit && cfg.MaxGroup > 1 && b.version >= writerLockSince {
+	// schema from migration 5 on knows about, and writes their categories
+	// (migration 6).
+	if !cfg.NoGroupCommit && cfg.MaxGroup > 1 && b.version >= categorySince {
 		b.group = newGrouper(b)
 		for range b.group.lanes {
 			b.wg.Add(1)

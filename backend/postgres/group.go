@@ -182,7 +182,16 @@ func (g *grouper) close() {
 // caller's cancellation touches the others, and hands each member its
 // outcome.
 func (g *grouper) commit(grp []*member) {
-	err := g.exec(g.b.life, grp)
+	err := g.execOne(g.b.life, grp)
+	if appendFailed(err) {
+		// An append of the group failed (an idempotent retry, a duplicate
+		// id, ...) and took the statement with it: run the group again
+		// with a savepoint for each append.
+		for _, m := range grp {
+			m.res, m.redo = varve.AppendResult{}, false
+		}
+		err = g.exec(g.b.life, grp)
+	}
 	if err == nil {
 		g.b.committed()
 		g.groups.Add(1)
@@ -198,6 +207,85 @@ func (g *grouper) commit(grp []*member) {
 		}
 		close(m.done)
 	}
+}
+
+// appendFailed reports whether err is one an append's data can cause: a
+// unique violation or another broken rule (classes 22 and 23), a value over
+// a limit (54), a deadlock (40). A lost session or an administrator's
+// command (a FATAL error, class 57, 08, ...) is the whole group's.
+func appendFailed(err error) bool {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || pg.Severity != "ERROR" {
+		return false
+	}
+	switch pg.Code[:2] {
+	case "22", "23", "40", "54":
+		return true
+	}
+	return false
+}
+
+// groupArgs are the arrays of the group statement, reused by a committer.
+type groupArgs struct {
+	streams, cats, types []string
+	expected, n, m, j    []int64
+	ids                  [][16]byte
+	data, meta           [][]byte
+}
+
+// execOne appends the group in one statement, its own transaction, as the
+// fast path appends one stream: its snapshot is taken before it has an id,
+// and the default of the streams' rows takes the writer lock before it
+// gets one. A member without a row back declined (redo); an error is the
+// whole statement's, which wrote nothing.
+func (g *grouper) execOne(ctx context.Context, grp []*member) error {
+	var a groupArgs
+	for i, mb := range grp {
+		req := &mb.req
+		a.streams = append(a.streams, req.Stream)
+		a.expected = append(a.expected, int64(req.Expected))
+		a.n = append(a.n, int64(len(req.Events)))
+		a.cats = append(a.cats, req.Category)
+		for k := range req.Events {
+			e := &req.Events[k]
+			a.m = append(a.m, int64(i+1))
+			a.j = append(a.j, int64(k+1))
+			a.ids = append(a.ids, e.ID)
+			a.types = append(a.types, e.Type)
+			a.data = append(a.data, e.Data)
+			a.meta = append(a.meta, e.Metadata)
+		}
+	}
+	g.b.requests.Add(1)
+	rows, err := g.b.pool.Query(ctx, g.b.sql.group, a.streams, a.expected, a.n, a.cats, a.m, a.j, a.ids, a.types, a.data, a.meta)
+	if err != nil {
+		return err
+	}
+	for _, mb := range grp {
+		mb.redo = true
+	}
+	for rows.Next() {
+		var stream string
+		var last, tx, seq int64
+		if err := rows.Scan(&stream, &last, &tx, &seq); err != nil {
+			rows.Close()
+			return err
+		}
+		i := slices.IndexFunc(grp, func(mb *member) bool { return mb.req.Stream == stream })
+		if i < 0 {
+			continue
+		}
+		mb := grp[i]
+		n := varve.Version(len(mb.req.Events))
+		mb.res = varve.AppendResult{
+			FirstVersion: varve.Version(last) - n + 1,
+			LastVersion:  varve.Version(last),
+			Position:     varve.Position{Commit: uint64(tx), Seq: uint64(seq)},
+		}
+		mb.redo = false
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // exec sends the group in one pipeline: BEGIN, the writer lock (taken at
@@ -275,7 +363,6 @@ func readGroup(br pgx.BatchResults, ms []*member, first bool) (int, error) {
 		}
 		var last, tx, seq int64
 		err := br.QueryRow().Scan(&last, &tx, &seq)
-		var pg *pgconn.PgError
 		switch {
 		case err == nil:
 			n := varve.Version(len(m.req.Events))
@@ -286,7 +373,7 @@ func readGroup(br pgx.BatchResults, ms []*member, first bool) (int, error) {
 			}
 		case errors.Is(err, pgx.ErrNoRows):
 			m.redo = true
-		case errors.As(err, &pg):
+		case appendFailed(err):
 			m.redo = true
 			return i, nil
 		default:

@@ -272,7 +272,7 @@ func TestGroupServerGone(t *testing.T) {
 	for killed := false; !killed; {
 		var pid int32
 		err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%pg_current_xact_id_if_assigned%' AND query LIKE '%' || $1 || '%'`, b.Schema()).Scan(&pid)
+WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO ' || $1 || '.streams%'`, b.Schema()).Scan(&pid)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			time.Sleep(time.Millisecond)
