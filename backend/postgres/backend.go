@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// A group holds the writer lock for all its appends, which only a
 	// schema from migration 5 on knows about, and writes their categories
 	// (migration 6).
-	if !cfg.NoGroupCommit && cfg.MaxGroup > 1 && b.version >= categorySince {
+	if cfg.GroupCommit && cfg.MaxGroup > 1 && b.version >= categorySince {
 		b.group = newGrouper(b)
 		for range b.group.lanes {
 			b.wg.Add(1)
@@ -171,7 +171,7 @@ func (b *Backend) Features() varve.Features {
 }
 
 // Requests returns the number of statements sent to the server so far,
-// NOTIFYs included.
+// NOTIFYs included; a group commit's pipeline counts as one.
 func (b *Backend) Requests() uint64 { return b.requests.Load() }
 
 // Pool returns the backend's connection pool, for tools that inspect the

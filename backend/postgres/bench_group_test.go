@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/postgres"
 )
@@ -26,6 +28,17 @@ func groupPhase(b *testing.B) time.Duration {
 	return d
 }
 
+// walSyncs is the server's count of WAL flushes (pg_stat_wal, PostgreSQL
+// 14 and later; 0 before). It counts the whole server's, and backends
+// report theirs up to a second late, so a phase's figure is a rough one.
+func walSyncs(b *testing.B, pool *pgxpool.Pool) int64 {
+	var n int64
+	if err := pool.QueryRow(context.Background(), "SELECT wal_sync FROM pg_stat_wal").Scan(&n); err != nil {
+		b.Logf("pg_stat_wal: %v", err)
+	}
+	return n
+}
+
 // BenchmarkGroupCommit measures group commit (issue 20) against the bare
 // one-row INSERT of issue 3's baseline. Each iteration is a round: 1 and 8
 // clients each run, one after the other for a fixed time, the bare INSERT
@@ -39,10 +52,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 	ctx := context.Background()
 	cfg := config(b, testSchema+"_group")
 	cfg.MaxConns = 8
-	pool, on := bareTable(b, cfg)
-	offCfg := cfg
-	offCfg.NoGroupCommit = true
-	off := open(b, offCfg)
+	pool, off := bareTable(b, cfg)
+	onCfg := cfg
+	onCfg.GroupCommit = true
+	on := open(b, onCfg)
 	insert := fmt.Sprintf(bareInsert, on.Schema())
 	stores := map[string]*varve.Store{}
 	for name, be := range map[string]varve.Backend{"group": on, "nogroup": off} {
@@ -108,7 +121,9 @@ func BenchmarkGroupCommit(b *testing.B) {
 			rates := map[string]float64{}
 			for k := range variants {
 				v := variants[(k+round)%len(variants)]
+				syncs0 := walSyncs(b, pool)
 				n, secs, lat := run(v, clients)
+				syncs := walSyncs(b, pool) - syncs0
 				key := fmt.Sprintf("%s%d", v, clients)
 				if totals[key] == nil {
 					totals[key] = &total{}
@@ -118,7 +133,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 				t.secs += secs
 				t.lat = append(t.lat, lat...)
 				rates[v] = float64(n) / secs
-				line += fmt.Sprintf(" %s %.0f/s p50 %v p99 %v;", key, rates[v], pct(lat, 0.5).Round(time.Microsecond), pct(lat, 0.99).Round(time.Microsecond))
+				line += fmt.Sprintf(" %s %.0f/s p50 %v p99 %v wal_sync/event %.2f;", key, rates[v], pct(lat, 0.5).Round(time.Microsecond), pct(lat, 0.99).Round(time.Microsecond), float64(syncs)/float64(n))
 			}
 			line += fmt.Sprintf(" [%d clients: group/bare %.2fx, nogroup/bare %.2fx]", clients, rates["group"]/rates["bare"], rates["nogroup"]/rates["bare"])
 		}

@@ -14,6 +14,17 @@ import (
 	"github.com/varve-go/varve/backend/postgres"
 )
 
+// withGroupCommit runs f without group commit and with it.
+func withGroupCommit(t *testing.T, f func(t *testing.T, cfg postgres.Config)) {
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("GroupCommit=%v", group), func(t *testing.T) {
+			cfg := config(t, testSchema)
+			cfg.GroupCommit = group
+			f(t, cfg)
+		})
+	}
+}
+
 // lockRow locks the row of stream (which must exist) in a transaction of
 // its own and returns the function that ends it.
 func lockRow(t *testing.T, b *postgres.Backend, connString, stream string) func() {
@@ -88,6 +99,7 @@ func event() varve.Event { return varve.Event{ID: varve.NewEventID(), Type: "E",
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	cfg := config(t, testSchema)
+	cfg.GroupCommit = true
 	b := open(t, cfg)
 	pfx := fmt.Sprintf("group-%d-", time.Now().UnixNano())
 	appendReq := func(stream string, exp varve.ExpectedVersion, evs ...varve.Event) varve.AppendRequest {
@@ -250,6 +262,7 @@ func TestGroupCommit(t *testing.T) {
 func TestGroupServerGone(t *testing.T) {
 	ctx := context.Background()
 	cfg := config(t, testSchema)
+	cfg.GroupCommit = true
 	b := open(t, cfg)
 	pfx := fmt.Sprintf("gone-%d-", time.Now().UnixNano())
 	if _, err := b.Append(ctx, varve.AppendRequest{Stream: pfx + "c", Expected: varve.NoStream, Events: []varve.Event{event()}}); err != nil {
