@@ -151,8 +151,71 @@ func BenchmarkGroupCommit(b *testing.B) {
 		b.ReportMetric(rate(fmt.Sprintf("group%d", clients))/rate(fmt.Sprintf("bare%d", clients)), fmt.Sprintf("group%d/bare", clients))
 		b.ReportMetric(rate(fmt.Sprintf("nogroup%d", clients))/rate(fmt.Sprintf("bare%d", clients)), fmt.Sprintf("nogroup%d/bare", clients))
 	}
-	groups, members := postgres.GroupStats(on)
+	groups, members, alone := postgres.GroupStats(on)
 	if groups > 0 {
 		b.ReportMetric(float64(members)/float64(groups), "appends/group")
+		b.ReportMetric(float64(alone)/float64(alone+members), "alone/appends")
+	}
+}
+
+// BenchmarkGroupStatement is what one event costs from one client, with
+// nothing else of this benchmark running: a bare one-row INSERT in its own
+// transaction, a single-event append alone, and an append in a group of k
+// single-event appends to k streams (one statement, one commit), each
+// alternating with the others in the same loop. It reports the time per
+// event of each; it shows what group commit saves at most, the commit and
+// round trip of each append.
+func BenchmarkGroupStatement(b *testing.B) {
+	ctx := context.Background()
+	cfg := config(b, testSchema+"_groupstmt")
+	cfg.GroupCommit = true
+	pool, be := bareTable(b, cfg)
+	insert := fmt.Sprintf(bareInsert, be.Schema())
+	ev := func() []varve.Event {
+		return []varve.Event{{ID: varve.NewEventID(), Type: "BenchEvent", Data: bareData}}
+	}
+	for _, k := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("group=%d", k), func(b *testing.B) {
+			run := benchRun.Add(1)
+			var bare, alone, group time.Duration
+			reqs := make([]varve.AppendRequest, k)
+			n := 0
+			for b.Loop() {
+				t := time.Now()
+				for i := range k {
+					if _, err := pool.Exec(ctx, insert, "bare", n+i, [16]byte(varve.NewEventID()), "BenchEvent", bareData); err != nil {
+						b.Fatal(err)
+					}
+				}
+				bare += time.Since(t)
+				t = time.Now()
+				for i := range k {
+					if _, err := be.Append(ctx, varve.AppendRequest{Stream: fmt.Sprintf("alone-%d-%d", run, i), Expected: varve.Any, Events: ev()}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				alone += time.Since(t)
+				for i := range reqs {
+					reqs[i] = varve.AppendRequest{Stream: fmt.Sprintf("group-%d-%d", run, i), Expected: varve.Any, Events: ev()}
+				}
+				t = time.Now()
+				res, err := postgres.GroupAppend(ctx, be, reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				group += time.Since(t)
+				for _, r := range res {
+					if r.LastVersion == 0 {
+						b.Fatal("the group declined an append")
+					}
+				}
+				n += k
+			}
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
+			b.ReportMetric(per(bare), "bare-ns/event")
+			b.ReportMetric(per(alone), "alone-ns/event")
+			b.ReportMetric(per(group), "group-ns/event")
+			b.ReportMetric(per(bare)/per(group), "bare/group")
+		})
 	}
 }

@@ -38,6 +38,7 @@ type grouper struct {
 	wake     chan struct{} // capacity 1
 
 	groups, members atomic.Uint64 // groups committed and their appends
+	alone           atomic.Uint64 // appends that ran alone at once
 }
 
 // member is one append queued for a group.
@@ -85,6 +86,7 @@ func (g *grouper) append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if g.inflight < g.lanes && len(g.queue) == 0 {
 		g.inflight++
 		g.mu.Unlock()
+		g.alone.Add(1)
 		defer g.release()
 		return g.b.appendAlone(ctx, req, true)
 	}
