@@ -188,15 +188,22 @@
 // conformance suite (with its churn behaviour) and TestAdversarialCatchUp
 // run with group commit off and on.
 //
-// It is off by default because on this project's machine it did not pay:
-// BenchmarkGroupCommit (below) gave 8 appenders with groups of 5-7 about
-// the events/s of 8 appenders without (0.8-1.1x in its rounds), while their
-// median latency rose. PostgreSQL already shares WAL flushes between
-// concurrent commits (0.2-0.45 flushes per event from 8 clients without
-// group commit, pg_stat_wal), a flush costs about 0.1-0.2ms on this disk,
-// and the server's CPU, shared with other work, was the limit: the Go
-// client used 7% of a core (CPU profile), and a group runs its appends one
-// after the other in one backend where appends alone run in parallel.
+// It is off by default because on this project's machine it did not pay.
+// In BenchmarkGroupCommit's rounds (docs/benchmarks.md), 8 appenders with
+// groups of about 5 reached 0.54-0.86x the events/s of 8 appenders without
+// (0.8-1.5x in earlier runs beside heavier load), at a higher median
+// latency (2.7-5.0ms against 1.9-4.1ms); one appender runs alone either
+// way. Yet from one client a group of 8 costs 4.3-6.5x less per event than
+// a bare one-row INSERT, and a group of 32 8-12x less
+// (BenchmarkGroupStatement): what a group saves is each append's commit
+// flush and round trip. With 8 appenders in a closed loop at most 8 events
+// can share a flush, and PostgreSQL already shares a flush between the
+// commits that wait for it (0.24-0.41 WAL flushes per event for the bare
+// INSERT and for appends alone from 8 clients, pg_stat_wal); a group adds
+// its queueing to each member's latency and runs its appends one after
+// the other in one backend. The Go client used 7% of a core (CPU profile).
+// Group commit may pay with many more concurrent appenders than
+// connections, or where a flush costs milliseconds.
 //
 // # Reads
 //
