@@ -191,9 +191,9 @@
 // It is off by default because on this project's machine it did not pay.
 // In BenchmarkGroupCommit's rounds (docs/benchmarks.md), 8 appenders with
 // groups of about 5 reached 0.54-0.86x the events/s of 8 appenders without
-// (0.8-1.5x in earlier runs beside heavier load), at a higher median
+// (0.51-1.55x in earlier, shorter runs), at a higher median
 // latency (2.7-5.0ms against 1.9-4.1ms); one appender runs alone either
-// way. Yet from one client a group of 8 costs 4.3-6.5x less per event than
+// way. Yet from one client a group of 8 costs 4.25-6.5x less per event than
 // a bare one-row INSERT, and a group of 32 8-12x less
 // (BenchmarkGroupStatement): what a group saves is each append's commit
 // flush and round trip. With 8 appenders in a closed loop at most 8 events
