@@ -237,9 +237,10 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. It owns at most two goroutines, the
-// notifier (unless Config.NoNotify) and the listener (after the first
-// Watch); Close stops both and closes the pool, and is idempotent. Every
+// A Backend is safe for concurrent use. It owns the notifier goroutine
+// (unless Config.NoNotify), the listener (after the first Watch) and, with
+// Config.GroupCommit, two committers; Close fails the appends still queued
+// for a group, stops them all and closes the pool, and is idempotent. Every
 // call checks for Close and for its context first and returns ErrClosed or
 // the context's error. A context that ends while a statement runs sends
 // PostgreSQL a cancel request (the connection is dropped if the statement
