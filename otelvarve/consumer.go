@@ -12,6 +12,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -201,6 +202,70 @@ func ObserveRepository(name string, r StatsSource, opts ...Option) (metric.Regis
 	}, insts...)
 	if err != nil {
 		return nil, fmt.Errorf("otelvarve: observe repository %q: %w", name, err)
+	}
+	return reg, nil
+}
+
+// ProjectionSource is what has a projection's status: a
+// [projection.Runner].
+type ProjectionSource interface {
+	Status() projection.Status
+}
+
+// ObserveProjection exports the status of a projection's runner
+// ([projection.Runner.Status]), read when the meter provider collects:
+// events handled and parked, the handling rate, the state (a gauge per
+// state, 1 for the current one), and the lag behind the head of $all in
+// events and in time from its checkpoint (as [ObserveConsumer]), with
+// varve.projection and varve.projection_version. Unregister the returned
+// registration when the runner stops.
+func ObserveProjection(store *varve.Store, r ProjectionSource, opts ...Option) (metric.Registration, error) {
+	c := newConfig(opts)
+	m := c.mp.Meter(ScopeName)
+	lag, err := newLagInstruments(m, c.lagLimit)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	handled, err := m.Int64ObservableCounter("varve.projection.events.handled", metric.WithUnit("{event}"),
+		metric.WithDescription("Events a projection's runner handled."))
+	errs = append(errs, err)
+	parked, err := m.Int64ObservableCounter("varve.projection.events.parked", metric.WithUnit("{event}"),
+		metric.WithDescription("Events a projection's runner parked as poison."))
+	errs = append(errs, err)
+	rate, err := m.Float64ObservableGauge("varve.projection.rate", metric.WithUnit("{event}/s"),
+		metric.WithDescription("Events a projection's runner handled per second over its last batches."))
+	errs = append(errs, err)
+	state, err := m.Int64ObservableGauge("varve.projection.state", metric.WithUnit("1"),
+		metric.WithDescription("1 for the state a projection's runner is in, 0 for the others."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("otelvarve: observe projection: %w", err)
+	}
+	st := r.Status()
+	base := []attribute.KeyValue{AttrProjection.String(st.Name), AttrProjectionVersion.Int(st.Version)}
+	set := metric.WithAttributeSet(attribute.NewSet(base...))
+	states := []projection.State{projection.Idle, projection.CatchingUp, projection.Live, projection.Paused, projection.Failed, projection.Rebuilding}
+	stateSets := make([]metric.ObserveOption, len(states))
+	for i, s := range states {
+		stateSets[i] = metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), AttrState.String(s.String()))...))
+	}
+	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		st := r.Status()
+		o.ObserveInt64(handled, st.Handled, set)
+		o.ObserveInt64(parked, st.Parked, set)
+		o.ObserveFloat64(rate, st.Rate, set)
+		for i, s := range states {
+			v := int64(0)
+			if st.State == s {
+				v = 1
+			}
+			o.ObserveInt64(state, v, stateSets[i])
+		}
+		return lag.observe(ctx, o, store, st.Position, set)
+	}, handled, parked, rate, state, lag.events, lag.age)
+	if err != nil {
+		return nil, fmt.Errorf("otelvarve: observe projection %q: %w", st.Name, err)
 	}
 	return reg, nil
 }

@@ -79,6 +79,11 @@ const (
 	AttrCategories     = attribute.Key("varve.filter.categories")
 	AttrEventTypes     = attribute.Key("varve.filter.types")
 	AttrStreamPrefixes = attribute.Key("varve.filter.stream_prefixes")
+	// AttrProjection and AttrProjectionVersion name a projection's runner;
+	// AttrState is the state of its runner.
+	AttrProjection        = attribute.Key("varve.projection")
+	AttrProjectionVersion = attribute.Key("varve.projection_version")
+	AttrState             = attribute.Key("varve.state")
 	// AttrFiltered is true on the durations of filtered $all reads.
 	AttrFiltered = attribute.Key("varve.filtered")
 )
