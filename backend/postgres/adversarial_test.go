@@ -24,21 +24,12 @@ import (
 // form of its position, parses it back, and every 20 pages reopens the
 // backend from scratch. Every committed event must be seen exactly once, in
 // each stream's version order, and no rolled-back event ever.
-//
-// It runs without group commit and with it.
 func TestAdversarialCatchUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("adversarial test takes seconds")
 	}
-	for _, group := range []bool{false, true} {
-		t.Run(fmt.Sprintf("GroupCommit=%v", group), func(t *testing.T) { adversarialCatchUp(t, group) })
-	}
-}
-
-func adversarialCatchUp(t *testing.T, group bool) {
 	cfg := config(t, testSchema)
 	cfg.MaxConns = 16
-	cfg.GroupCommit = group
 	b := open(t, cfg)
 	s, err := varve.New(b, varve.Config{})
 	if err != nil {

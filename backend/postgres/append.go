@@ -58,23 +58,9 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 			return b.appendTagged(ctx, req, nil)
 		}
 	}
-	if b.group != nil {
-		return b.group.append(ctx, req)
-	}
-	return b.appendAlone(ctx, req, true)
-}
-
-// appendAlone runs an append in a transaction of its own: the fast
-// statement first if fast, then the append function until it wins or
-// fails.
-func (b *Backend) appendAlone(ctx context.Context, req varve.AppendRequest, fast bool) (varve.AppendResult, error) {
 	args := argsPool.Get().(*appendArgs)
 	defer args.release()
-	var res varve.AppendResult
-	ok, err := false, error(nil)
-	if fast {
-		res, ok, err = b.appendFast(ctx, req, args)
-	}
+	res, ok, err := b.appendFast(ctx, req, args)
 	for attempt := 0; !ok && err == nil; attempt++ {
 		res, err = b.appendSlow(ctx, req, args)
 		// Another writer changed the stream's row between the function's

@@ -69,7 +69,6 @@ type Backend struct {
 
 	notify chan struct{} // capacity 1: an append asks for a NOTIFY
 	watch  watchState
-	group  *grouper // nil without group commit
 }
 
 var (
@@ -161,16 +160,6 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		b.wg.Add(1)
 		go b.notifier()
 	}
-	// A group holds the writer lock for all its appends, which only a
-	// schema from migration 5 on knows about, and writes their categories
-	// (migration 6).
-	if cfg.GroupCommit && cfg.MaxGroup > 1 && b.version >= categorySince {
-		b.group = newGrouper(b)
-		for range b.group.lanes {
-			b.wg.Add(1)
-			go b.group.run()
-		}
-	}
 	return b, nil
 }
 
@@ -184,7 +173,7 @@ func (b *Backend) Features() varve.Features {
 }
 
 // Requests returns the number of statements sent to the server so far,
-// NOTIFYs included; a group commit's pipeline counts as one.
+// NOTIFYs included.
 func (b *Backend) Requests() uint64 { return b.requests.Load() }
 
 // Pool returns the backend's connection pool, for tools that inspect the
@@ -199,9 +188,6 @@ func (b *Backend) Schema() string { return b.schema }
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
-	}
-	if b.group != nil {
-		b.group.close()
 	}
 	b.cancel()
 	b.watch.mu.Lock()

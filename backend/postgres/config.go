@@ -27,14 +27,6 @@ const (
 	// connect_timeout says otherwise: a server that accepts connections
 	// but never answers fails the open instead of hanging it.
 	DefaultConnectTimeout = 10 * time.Second
-	// DefaultMaxGroup bounds the appends that share one transaction under
-	// group commit unless Config.MaxGroup says otherwise.
-	DefaultMaxGroup = 32
-	// MaxGroupLimit is the largest Config.MaxGroup: each append of a group
-	// runs in a subtransaction, and PostgreSQL keeps the ids of 64 of them
-	// per transaction in shared memory; beyond that every snapshot on the
-	// server has to consult pg_subtrans.
-	MaxGroupLimit = 64
 )
 
 // Config configures a [Backend]. The zero value connects with libpq's
@@ -73,19 +65,6 @@ type Config struct {
 	// arrives, to cover events that became readable without one (a commit
 	// held back behind an older transaction, a lost connection). Default 1s.
 	WatchPoll time.Duration
-	// GroupCommit turns group commit on: appends that arrive while earlier
-	// ones are in flight share one transaction (one statement when none of
-	// them fails, a savepoint for each when one does), and so one commit;
-	// an append that finds nothing in flight runs alone at once, as
-	// without it. It is off by default: on this project's 2-core machine it
-	// did not raise the events/s of 8 appenders (see the package
-	// documentation), since PostgreSQL already shares WAL flushes between
-	// concurrent commits and the server's CPU was the limit. It may pay
-	// where a flush costs milliseconds.
-	GroupCommit bool
-	// MaxGroup bounds the appends of one group; 0 means DefaultMaxGroup.
-	// At most MaxGroupLimit.
-	MaxGroup int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -98,14 +77,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WatchPoll == 0 {
 		c.WatchPoll = DefaultWatchPoll
 	}
-	if c.MaxGroup == 0 {
-		c.MaxGroup = DefaultMaxGroup
-	}
-	if c.MaxConns < 0 || c.NotifyInterval < 0 || c.WatchPoll < 0 || c.MaxGroup < 0 {
-		return c, fmt.Errorf("postgres: config: negative MaxConns, NotifyInterval, WatchPoll or MaxGroup: %w", varve.ErrInvalidArgument)
-	}
-	if c.MaxGroup > MaxGroupLimit {
-		return c, fmt.Errorf("postgres: config: MaxGroup %d over %d: %w", c.MaxGroup, MaxGroupLimit, varve.ErrInvalidArgument)
+	if c.MaxConns < 0 || c.NotifyInterval < 0 || c.WatchPoll < 0 {
+		return c, fmt.Errorf("postgres: config: negative MaxConns, NotifyInterval or WatchPoll: %w", varve.ErrInvalidArgument)
 	}
 	if err := checkSchema(c.Schema); err != nil {
 		return c, err
@@ -140,8 +113,7 @@ func checkSchema(s string) error {
 
 // ParseURL parses a postgres:// or postgresql:// URL into a Config. The
 // query parameters varve_schema, varve_max_conns, varve_no_migrate,
-// varve_no_notify, varve_notify_interval, varve_watch_poll,
-// varve_group_commit and varve_max_group set the
+// varve_no_notify, varve_notify_interval and varve_watch_poll set the
 // corresponding fields; every other part of the URL is passed to pgx, which
 // knows pool_* settings, connect_timeout, sslmode and the like, and sends
 // the rest to the server as run-time parameters (application_name,
@@ -191,10 +163,6 @@ func ParseURL(raw string) (Config, error) {
 			cfg.NotifyInterval, err = time.ParseDuration(v)
 		case "varve_watch_poll":
 			cfg.WatchPoll, err = time.ParseDuration(v)
-		case "varve_group_commit":
-			cfg.GroupCommit, err = strconv.ParseBool(v)
-		case "varve_max_group":
-			cfg.MaxGroup, err = strconv.Atoi(v)
 		default:
 			return fail("unknown parameter %s", paramName(key))
 		}

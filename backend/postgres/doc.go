@@ -132,79 +132,6 @@
 // $all and their positions are not reused. TestStreamRowRaces races all of
 // these on the same streams.
 //
-// # Group commit
-//
-// With Config.GroupCommit, appends that arrive while others are in flight
-// share one transaction (group.go). The window adapts by itself: an append
-// that finds fewer than two units (appends alone or groups) in flight and
-// nobody queued runs at once, alone, through the one-statement path above,
-// so a single appender never waits; otherwise it queues, and when a unit
-// ends one of the backend's two committer goroutines takes the queue as a
-// group: up to Config.MaxGroup appends (DefaultMaxGroup 32), the first of
-// each stream (a later append to the same stream waits for the next group),
-// sorted by stream name. Tagged appends and multi-stream appends never
-// join a group.
-//
-// A group is first one statement, the fast append for all its streams at
-// once: each stream's row is compared and set as above and the events of
-// the appends whose rows were set are inserted, all in the statement's
-// implicit transaction, which takes the writer lock through the rows'
-// default before it has an id. Its snapshot precedes its id, so per-stream
-// order holds for every stream of the group as for one, and its events
-// commit together under one id, so $all stays gap-free and in commit order.
-// Rows are locked in name order and an append alone locks one row, so
-// groups do not deadlock each other. An append that gets no row back
-// declined (a wrong expected version, a deleted or tombstoned stream, a
-// writer in between) and runs the append function alone afterwards, which
-// decides it exactly as it decides any append (the caller pays the second
-// round trip it pays today).
-//
-// When one append makes the statement fail (an idempotent retry or a
-// duplicate id trips a unique index, a value over a limit), nothing was
-// written, and the group runs again in one explicit transaction sent as a
-// pipeline: BEGIN, the writer lock at the top level (so that rolling back
-// a savepoint never gives it up while the transaction has an id), then for
-// each append SAVEPOINT, the fast statement and RELEASE, and COMMIT. The
-// failing append aborts the rest of the pipeline; its savepoint is rolled
-// back and the appends after it go in the next pipeline; it then runs
-// alone and gets its own error. Inside that transaction the id may exist
-// before a later append's snapshot, so the statement there also declines
-// when the stream's row was last written by a later id (the row's xmin
-// compared modulo 2^32), which would put versions out of order in $all.
-// The group's size is bounded by MaxGroupLimit (64): PostgreSQL keeps 64
-// subtransaction ids per transaction in shared memory.
-//
-// A group runs on the backend's context, not a caller's. A caller whose
-// context ends while its append is queued gets the context's error, and the
-// append is never sent; once the group has taken it, the caller gets the
-// context's error at once and the append commits or not with its group,
-// as an append does whose caller goes away while its statement runs
-// (retrying with the same event ids is safe). A server or connection lost
-// during a group, or any error that is not one append's, is every member's
-// error. TestGroupCommit queues appends with every outcome behind two
-// appends held on a locked row, so that they form one group, and checks
-// each outcome and that the successes share one transaction id;
-// TestGroupServerGone ends a group's session while it waits; the
-// conformance suite (with its churn behaviour) and TestAdversarialCatchUp
-// run with group commit off and on.
-//
-// It is off by default because on this project's machine it did not pay.
-// In BenchmarkGroupCommit's rounds (docs/benchmarks.md), 8 appenders with
-// groups of about 5 reached 0.54-0.86x the events/s of 8 appenders without
-// (0.51-1.55x in earlier, shorter runs), at a higher median
-// latency (2.7-5.0ms against 1.9-4.1ms); one appender runs alone either
-// way. Yet from one client a group of 8 costs 4.25-6.5x less per event than
-// a bare one-row INSERT, and a group of 32 8-12x less
-// (BenchmarkGroupStatement): what a group saves is each append's commit
-// flush and round trip. With 8 appenders in a closed loop at most 8 events
-// can share a flush, and PostgreSQL already shares a flush between the
-// commits that wait for it (0.24-0.41 WAL flushes per event for the bare
-// INSERT and for appends alone from 8 clients, pg_stat_wal); a group adds
-// its queueing to each member's latency and runs its appends one after
-// the other in one backend. The Go client used 7% of a core (CPU profile).
-// Group commit may pay with many more concurrent appenders than
-// connections, or where a flush costs milliseconds.
-//
 // # Reads
 //
 // ReadStream answers in one statement (the stream row left-joined to a page
@@ -275,10 +202,9 @@
 //
 // # Concurrency
 //
-// A Backend is safe for concurrent use. It owns the notifier goroutine
-// (unless Config.NoNotify), the listener (after the first Watch) and, with
-// Config.GroupCommit, two committers; Close fails the appends still queued
-// for a group, stops them all and closes the pool, and is idempotent. Every
+// A Backend is safe for concurrent use. It owns at most two goroutines, the
+// notifier (unless Config.NoNotify) and the listener (after the first
+// Watch); Close stops both and closes the pool, and is idempotent. Every
 // call checks for Close and for its context first and returns ErrClosed or
 // the context's error. A context that ends while a statement runs sends
 // PostgreSQL a cancel request (the connection is dropped if the statement

@@ -197,11 +197,9 @@ func TestHorizon(t *testing.T) {
 // TestSameStreamOrder: many writers append to one stream with Any while a
 // reader follows $all; the stream's versions appear in $all in order, which
 // holds because a transaction gets its id only once it holds the stream's
-// lock. It runs without group commit and with it.
-func TestSameStreamOrder(t *testing.T) { withGroupCommit(t, sameStreamOrder) }
-
-func sameStreamOrder(t *testing.T, cfg postgres.Config) {
-	b := open(t, cfg)
+// lock.
+func TestSameStreamOrder(t *testing.T) {
+	b := open(t, config(t, testSchema))
 	s, err := varve.New(b, varve.Config{})
 	if err != nil {
 		t.Fatal(err)

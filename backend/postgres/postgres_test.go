@@ -110,19 +110,8 @@ func open(t testing.TB, cfg postgres.Config) *postgres.Backend {
 	return b
 }
 
-// TestConformance runs the suite without group commit (the default) and
-// with it.
 func TestConformance(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		group bool
-	}{{"NoGroupCommit", false}, {"GroupCommit", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
-				cfg := config(t, testSchema)
-				cfg.GroupCommit = tc.group
-				return open(t, cfg)
-			}})
-		})
-	}
+	backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
+		return open(t, config(t, testSchema))
+	}})
 }

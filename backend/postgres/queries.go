@@ -2,15 +2,7 @@ package postgres
 
 // queries holds the statements of one schema, built once in New.
 type queries struct {
-	appendOne, appendMany string // the fast path, one statement
-	// The fast path inside a group's transaction (group.go): it also
-	// declines when the stream's last writer got its id after this
-	// transaction did.
-	groupOne, groupMany string
-	// group appends to several streams in one statement (group.go), from
-	// migration 6; empty before.
-	group string
-
+	appendOne, appendMany    string // the fast path, one statement
 	append, delete, truncate string
 
 	readForward, readBackward string
@@ -88,22 +80,7 @@ WHERE s.stream = $1`
 	// returns no row when it declines (a wrong expected version, a deleted
 	// or tombstoned stream, a concurrent writer); the caller then calls the
 	// append function, which tells these cases apart. See migration 3.
-	fastAppend := func(n, rows, last string, group bool) string {
-		// In a group the transaction may have its id already, from an
-		// earlier append of the group, when this statement's snapshot is
-		// taken. A writer of the stream that committed since got a later
-		// id, and appending after it with the earlier one would put the
-		// versions out of order in $all. The row's xmin is the last
-		// writer's id (or a subtransaction's, which is later than its
-		// parent's), compared modulo 2^32 as PostgreSQL compares ids; the
-		// id is still unassigned only if no append of the group has
-		// written yet, and then it is assigned after this snapshot.
-		order := ``
-		if group {
-			order = `
-       AND (pg_current_xact_id_if_assigned() IS NULL
-            OR ((st.xmin::text::bigint - pg_current_xact_id_if_assigned()::xid::text::bigint) & 4294967295) >= 2147483648)`
-		}
+	fastAppend := func(n, rows, last string) string {
 		return `WITH cur AS (
     SELECT st.version, st.xmin AS x FROM ` + s + `.streams st WHERE st.stream = $1::text
 ), up AS (
@@ -111,7 +88,7 @@ WHERE s.stream = $1`
     SELECT $1, v + ` + n + ` FROM (SELECT coalesce((SELECT version FROM cur), 0) AS v) c
      WHERE $2::bigint = -1 OR ($2::bigint = -2 AND v > 0) OR $2::bigint = v
     ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version, updated_at = now()
-     WHERE st.xmin = (SELECT x FROM cur) AND NOT st.deleted AND NOT st.tombstoned` + order + `
+     WHERE st.xmin = (SELECT x FROM cur) AND NOT st.deleted AND NOT st.tombstoned
     RETURNING st.version
 ), ins AS (
     INSERT INTO ` + s + `.events ` + rows + `
@@ -124,13 +101,6 @@ SELECT version, tx, seq FROM ins` + last
 	if category {
 		cols, catVal, catArg = `, category`, `, $7::text`, `, $7`
 	}
-	oneRow := `(tx, stream, version, id, type, data, metadata` + cols + `)
-    SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea` + catVal + ` FROM up`
-	manyN, manyLast := "cardinality($3::uuid[])", ` ORDER BY version DESC LIMIT 1`
-	manyRows := `(tx, stream, version, id, type, data, metadata` + cols + `)
-    SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met` + catVal + `
-      FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
-     ORDER BY r.ord`
 	allCols := `e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, ` + tags
 	// A filtered page: for each indexed value ($4), a range scan of its
 	// index after ($1, $2) and below the horizon, each bounded by the limit
@@ -196,42 +166,7 @@ FROM (
 JOIN ` + s + `.events e ON e.tx = c.tx AND e.seq = c.seq
 ORDER BY e.tx, e.seq`
 	}
-	// The fast append of several streams at once, the same compare-and-set
-	// for each stream's row: $1..$4 one element per append (stream,
-	// expected version, number of events, category), $5..$10 one per event
-	// (its append's ordinal, its ordinal in the append, id, type, data,
-	// metadata). It returns the last version and position of each stream it
-	// appended to; an append without a row back declined. The rows are
-	// written in the order of the streams' names, so two groups never wait
-	// for each other's rows in a cycle.
-	group := ``
-	if category {
-		group = `WITH req AS MATERIALIZED (
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) WITH ORDINALITY AS r(stream, expected, n, category, ord)
-), cur AS MATERIALIZED (
-    SELECT req.*, coalesce(st.version, 0) AS v, st.xmin AS x
-      FROM req LEFT JOIN ` + s + `.streams st ON st.stream = req.stream
-), up AS (
-    INSERT INTO ` + s + `.streams AS st (stream, version)
-    SELECT cur.stream, cur.v + cur.n FROM cur
-     WHERE cur.expected = -1 OR (cur.expected = -2 AND cur.v > 0) OR cur.expected = cur.v
-     ORDER BY cur.stream
-    ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version, updated_at = now()
-     WHERE st.xmin = (SELECT c.x FROM cur c WHERE c.stream = st.stream) AND NOT st.deleted AND NOT st.tombstoned
-    RETURNING st.stream, st.version
-), ins AS (
-    INSERT INTO ` + s + `.events (tx, stream, version, id, type, data, metadata, category)
-    SELECT pg_current_xact_id()::text::bigint, up.stream, up.version - req.n + e.j, e.id, e.typ, e.dat, e.met, req.category
-      FROM unnest($5::bigint[], $6::bigint[], $7::uuid[], $8::text[], $9::bytea[], $10::bytea[]) AS e(m, j, id, typ, dat, met)
-      JOIN req ON req.ord = e.m
-      JOIN up ON up.stream = req.stream
-     ORDER BY e.m, e.j
-    RETURNING stream, version, tx, seq
-)
-SELECT DISTINCT ON (stream) stream, version, tx, seq FROM ins ORDER BY stream, version DESC`
-	}
 	return queries{
-		group: group,
 		horizonLast: `WITH hz AS MATERIALIZED (SELECT ` + horizon + ` AS h)
 SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0) FROM hz
 LEFT JOIN LATERAL (
@@ -249,13 +184,15 @@ LIMIT $3`,
 		readByCategory: byIndex("category"),
 		readByType:     byIndex("type"),
 		readByPrefix:   byPrefix,
-		appendOne:      fastAppend("1", oneRow, ``, false),
-		appendMany:     fastAppend(manyN, manyRows, manyLast, false),
-		groupOne:       fastAppend("1", oneRow, ``, true),
-		groupMany:      fastAppend(manyN, manyRows, manyLast, true),
-		append:         `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6` + catArg + `)`,
-		delete:         `SELECT ` + s + `.delete_stream($1, $2, $3)`,
-		truncate:       `SELECT ` + s + `.truncate_stream($1, $2)`,
+		appendOne: fastAppend("1", `(tx, stream, version, id, type, data, metadata`+cols+`)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea`+catVal+` FROM up`, ``),
+		appendMany: fastAppend("cardinality($3::uuid[])", `(tx, stream, version, id, type, data, metadata`+cols+`)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met`+catVal+`
+      FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
+     ORDER BY r.ord`, ` ORDER BY version DESC LIMIT 1`),
+		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6` + catArg + `)`,
+		delete:   `SELECT ` + s + `.delete_stream($1, $2, $3)`,
+		truncate: `SELECT ` + s + `.truncate_stream($1, $2)`,
 
 		readForward:  readStream(`e.version >= $2`, `ASC`),
 		readBackward: readStream(`e.version <= $2`, `DESC`),

@@ -11,7 +11,6 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/backendtest"
-	"github.com/varve-go/varve/backend/postgres"
 )
 
 // TestStreamRowRaces: on a few streams at once, fast-path appends (Any),
@@ -20,12 +19,9 @@ import (
 // Every call must end in success or a conflict sentinel, and afterwards the
 // store must satisfy the suite's invariants: no event left over from a
 // deleted life of a stream, each stream's versions contiguous and in order
-// in $all, and stream info agreeing with the events. It runs without group
-// commit and with it.
-func TestStreamRowRaces(t *testing.T) { withGroupCommit(t, streamRowRaces) }
-
-func streamRowRaces(t *testing.T, cfg postgres.Config) {
-	b := open(t, cfg)
+// in $all, and stream info agreeing with the events.
+func TestStreamRowRaces(t *testing.T) {
+	b := open(t, config(t, testSchema))
 	s, err := varve.New(b, varve.Config{})
 	if err != nil {
 		t.Fatal(err)
