@@ -38,7 +38,9 @@ type InlineFunc func(ctx context.Context, tx pgx.Tx, events []varve.RecordedEven
 // inlineError is the error of a failing hook.
 type inlineError struct{ err error }
 
-func (e *inlineError) Error() string   { return "postgres: " + varve.ErrInline.Error() + ": " + e.err.Error() }
+func (e *inlineError) Error() string {
+	return "postgres: " + varve.ErrInline.Error() + ": " + e.err.Error()
+}
 func (e *inlineError) Unwrap() []error { return []error{varve.ErrInline, e.err} }
 
 // inlineRead reads back the rows that the current transaction wrote to
