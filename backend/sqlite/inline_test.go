@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -81,4 +82,55 @@ func TestInline(t *testing.T) {
 			return rows
 		},
 	})
+}
+
+// BenchmarkInline measures what an inline projection costs an append of
+// one event: none (no hook), trivial (a hook that writes nothing: the
+// savepoints around the append and the hook) and upsert (inlineCounts:
+// one upsert per event); seq is one appender, par 8 appenders per CPU on
+// streams of their own (group commits). Compare the sub-benchmarks of one
+// run, or alternate them with -bench filters.
+func BenchmarkInline(b *testing.B) {
+	open := func(b *testing.B, hook string) *varve.Store {
+		var h sqlite.InlineFunc
+		switch hook {
+		case "trivial":
+			h = func(context.Context, *sql.Tx, []varve.RecordedEvent) error { return nil }
+		case "upsert":
+			h = inlineCounts(new(atomic.Int64))
+		}
+		s, _ := openInline(b, h)
+		return s
+	}
+	for _, hook := range []string{"none", "trivial", "upsert"} {
+		b.Run(hook+"/seq", func(b *testing.B) {
+			s := open(b, hook)
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				if _, err := s.Append(ctx, "inl-"+strconv.Itoa(i%100), varve.Any, varve.NewEvent("Counted", []byte(`{}`))); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+		b.Run(hook+"/par", func(b *testing.B) {
+			s := open(b, hook)
+			var g atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				stream := "inl-p" + strconv.FormatInt(g.Add(1), 10) + "-"
+				for i := 0; pb.Next(); i++ {
+					if _, err := s.Append(ctx, stream+strconv.Itoa(i%10), varve.Any, varve.NewEvent("Counted", []byte(`{}`))); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
 }
