@@ -115,6 +115,17 @@ func Inline(t *testing.T, s *varve.Store, m InlineModel) {
 			_, err := s.AppendIf(ctx, b, varve.Any, cond, events("Counted", 2)...)
 			return err
 		}, nil, 1},
+		{"append if, condition fails", !tags, func() error {
+			failing := varve.AppendCondition{FailIfEventsMatch: varve.Query{Items: []varve.QueryItem{{Types: []string{"Counted"}}}}}
+			_, err := s.AppendIf(ctx, b, varve.Any, failing, events("Counted", 1)...)
+			return err
+		}, varve.ErrAppendConditionFailed, 0},
+		{"tagged", !tags, func() error {
+			e := events("Counted", 1)
+			e[0].Tags = []string{"order:1"}
+			_, err := s.Append(ctx, b, varve.Any, e...)
+			return err
+		}, nil, 1},
 		{"append if, failing hook", !tags, func() error {
 			_, err := s.AppendIf(ctx, b, varve.Any, cond, poison())
 			return err
