@@ -26,6 +26,10 @@ var (
 	// ErrNotSupported: the backend lacks the capability the call needs
 	// (snapshots, checkpoints, ...). See [Store.Snapshots] and its siblings.
 	ErrNotSupported = errors.New("not supported by the backend")
+	// ErrInline: an inline projection, a hook that a SQL backend runs in
+	// the transaction of each append, failed; the append was rolled back.
+	// The error wraps the hook's error too.
+	ErrInline = errors.New("inline projection failed")
 )
 
 // WrongExpectedVersionError reports an optimistic concurrency conflict.

@@ -76,3 +76,38 @@ func ExampleRegister() {
 	// aggregate_test.Incremented{By:5}
 	// true schema: unknown event type "Reset" (register it, or alias it to its new name)
 }
+
+// A handler of an event passes CausedBy's context to the repository: the
+// events it saves name the handled event as their cause, and carry on its
+// correlation id.
+func ExampleCausedBy() {
+	ctx := context.Background()
+	store, _ := varve.New(memory.New(), varve.Config{})
+	defer store.Close()
+	events := aggregate.NewRegistry()
+	aggregate.Register[Incremented](events, "Incremented")
+	counters, _ := aggregate.New(store, aggregate.Definition[Counter]{
+		Category: "counter",
+		Events:   events,
+		Apply:    func(c Counter, e any) Counter { c.N += e.(Incremented).By; return c },
+	}, aggregate.Config{})
+
+	// At the edge: a request's id becomes the correlation id.
+	req := aggregate.WithCorrelation(ctx, "request-42")
+	counters.Execute(req, "a", func(a *aggregate.Aggregate[Counter]) error { return a.Raise(Incremented{By: 1}) })
+
+	// A reactor handles that event and changes another counter.
+	for e := range store.ReadStream(ctx, "counter-a") {
+		counters.Execute(aggregate.CausedBy(ctx, e), "b", func(a *aggregate.Aggregate[Counter]) error {
+			return a.Raise(Incremented{By: 10})
+		})
+		for caused := range store.ReadStream(ctx, "counter-b") {
+			m, _ := aggregate.ReadMetadata(caused)
+			fmt.Println("correlation:", m.CorrelationID)
+			fmt.Println("caused by counter-a's event:", m.CausationID == e.ID.String())
+		}
+	}
+	// Output:
+	// correlation: request-42
+	// caused by counter-a's event: true
+}

@@ -262,7 +262,9 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 // at the new version and stays usable; after a failed one its pending events
 // are discarded, the repository's cached copy of it is evicted, and a can no
 // longer be used ([ErrDiscarded]). A snapshot that is due is written after
-// the append; its failure does not fail the save (see [Stats]).
+// the append; its failure does not fail the save (see [Stats]). The
+// correlation and causation ids ctx carries ([WithCorrelation], [CausedBy])
+// go into the metadata of the events ([Metadata]).
 func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	if a == nil || a.r != r {
 		return fmt.Errorf("aggregate: save: aggregate of another repository: %w", varve.ErrInvalidArgument)
@@ -272,6 +274,12 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	}
 	if len(a.pending) == 0 {
 		return nil
+	}
+	if m := MetadataFrom(ctx); !m.isZero() {
+		if err := stamp(a.pending, m); err != nil {
+			a.discard(err)
+			return fmt.Errorf("aggregate: save %s: %w", a.stream, err)
+		}
 	}
 	res, err := r.store.Append(ctx, a.stream, varve.Exact(a.version), a.pending...)
 	if err != nil {
@@ -382,6 +390,10 @@ func (r *Repository[T]) Forget(id string) {
 // the command failed on a cached state, it is first run once more on the
 // state read from the store, so a stale cached copy can neither save events
 // (the expected version stops them) nor make a command fail.
+//
+// The correlation and causation ids ctx carries go into the metadata of
+// the events saved, as with Save: a handler of an event passes
+// [CausedBy](ctx, event) to make that event their cause.
 //
 // The commands of one repository on one aggregate run one at a time, so
 // concurrent callers in one process wait for each other instead of

@@ -378,7 +378,12 @@ func (r *Runner) run(ctx context.Context) error {
 		r.mu.Unlock()
 		b, err := sub.Next(nctx)
 		wake()
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			if ctx.Err() != nil {
+				// Stopped, maybe just as the wait's own deadline
+				// passed: Run reports a stop, not that deadline.
+				return ctx.Err()
+			}
 			continue // paused while waiting, or time to look at the control stream
 		}
 		if err != nil {

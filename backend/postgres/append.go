@@ -53,6 +53,9 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if err := b.begin(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
+	if b.cfg.Inline != nil {
+		return b.appendInline(ctx, req, nil)
+	}
 	for i := range req.Events {
 		if len(req.Events[i].Tags) > 0 {
 			return b.appendTagged(ctx, req, nil)

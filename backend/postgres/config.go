@@ -65,6 +65,11 @@ type Config struct {
 	// arrives, to cover events that became readable without one (a commit
 	// held back behind an older transaction, a lost connection). Default 1s.
 	WatchPoll time.Duration
+	// Inline, when set, runs in the transaction of every append (Append,
+	// AppendIf, AppendMulti), after its events are written: a read model
+	// that must never lag the events. An append then takes an explicit
+	// transaction and more round trips. See [InlineFunc].
+	Inline InlineFunc
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +59,7 @@ func TestParseURL(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("ParseURL(%q)\n got %+v, %v\nwant %+v", tc.raw, got, err, tc.want)
 			}
 		})

@@ -24,6 +24,9 @@ func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond va
 	if err := b.begin(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
+	if b.cfg.Inline != nil {
+		return b.appendInline(ctx, req, &cond)
+	}
 	return b.appendTagged(ctx, req, &cond)
 }
 
@@ -31,39 +34,17 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 	if b.version < tagsSince {
 		return varve.AppendResult{}, varve.ErrNotSupported
 	}
-	tags := make([][]string, len(req.Events))
-	for i := range req.Events {
-		tags[i] = req.Events[i].Tags
-		if tags[i] == nil {
-			tags[i] = []string{}
-		}
-	}
-	tagsJSON, err := json.Marshal(tags)
+	args := argsPool.Get().(*appendArgs)
+	defer args.release()
+	qargs, err := taggedArgs(req, cond, args)
 	if err != nil {
 		return varve.AppendResult{}, err
 	}
-	var condJSON []byte
-	var afterTx, afterSeq int64
-	if cond != nil {
-		items := make([]condItem, len(cond.FailIfEventsMatch.Items))
-		for i, it := range cond.FailIfEventsMatch.Items {
-			items[i] = condItem{Types: it.Types, Tags: it.Tags}
-		}
-		if condJSON, err = json.Marshal(items); err != nil {
-			return varve.AppendResult{}, err
-		}
-		afterTx, afterSeq = clamp(cond.After.Commit), clamp(cond.After.Seq)
-	}
-	args := argsPool.Get().(*appendArgs)
-	defer args.release()
-	args.fill(req.Events)
-	sql := `SELECT o_first, o_last, o_tx, o_seq, o_hit_tx, o_hit_seq FROM ` + b.schema +
-		`.append_tagged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	sql := b.appendTaggedSQL()
 	for attempt := 0; ; attempt++ {
 		var first, last, tx, seq, hitTx, hitSeq *int64
 		b.requests.Add(1)
-		err := b.pool.QueryRow(ctx, sql, req.Stream, int64(req.Expected), args.ids, args.types, args.data, args.meta,
-			req.Category, string(tagsJSON), nullJSON(condJSON), afterTx, afterSeq).Scan(&first, &last, &tx, &seq, &hitTx, &hitSeq)
+		err := b.pool.QueryRow(ctx, sql, qargs...).Scan(&first, &last, &tx, &seq, &hitTx, &hitSeq)
 		switch {
 		case err == nil && hitTx != nil:
 			return varve.AppendResult{}, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*hitTx), Seq: uint64(*hitSeq)}}
@@ -78,6 +59,42 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 		}
 		return varve.AppendResult{}, b.mapError(ctx, req.Stream, req.Expected, err)
 	}
+}
+
+func (b *Backend) appendTaggedSQL() string {
+	return `SELECT o_first, o_last, o_tx, o_seq, o_hit_tx, o_hit_seq FROM ` + b.schema +
+		`.append_tagged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+}
+
+// taggedArgs returns the arguments of the append_tagged function, with
+// args filled with the events' columns.
+func taggedArgs(req varve.AppendRequest, cond *varve.AppendCondition, args *appendArgs) ([]any, error) {
+	tags := make([][]string, len(req.Events))
+	for i := range req.Events {
+		tags[i] = req.Events[i].Tags
+		if tags[i] == nil {
+			tags[i] = []string{}
+		}
+	}
+	tagsJSON, err := json.Marshal(tags)
+	if err != nil {
+		return nil, err
+	}
+	var condJSON []byte
+	var afterTx, afterSeq int64
+	if cond != nil {
+		items := make([]condItem, len(cond.FailIfEventsMatch.Items))
+		for i, it := range cond.FailIfEventsMatch.Items {
+			items[i] = condItem{Types: it.Types, Tags: it.Tags}
+		}
+		if condJSON, err = json.Marshal(items); err != nil {
+			return nil, err
+		}
+		afterTx, afterSeq = clamp(cond.After.Commit), clamp(cond.After.Seq)
+	}
+	args.fill(req.Events)
+	return []any{req.Stream, int64(req.Expected), args.ids, args.types, args.data, args.meta,
+		req.Category, string(tagsJSON), nullJSON(condJSON), afterTx, afterSeq}, nil
 }
 
 func nullJSON(b []byte) any {

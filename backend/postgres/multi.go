@@ -25,27 +25,14 @@ func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest)
 	if b.version < multiSince {
 		return nil, varve.ErrNotSupported
 	}
+	if b.cfg.Inline != nil {
+		return b.appendMultiInline(ctx, req)
+	}
 	n := len(req.Appends)
-	streams, expected, counts := make([]string, n), make([]int64, n), make([]int32, n)
-	var ids [][16]byte
-	var types []string
-	var data, meta [][]byte
-	for i, a := range req.Appends {
-		streams[i], expected[i], counts[i] = a.Stream, int64(a.Expected), int32(len(a.Events))
-		for _, e := range a.Events {
-			ids, types = append(ids, e.ID), append(types, e.Type)
-			data, meta = append(data, e.Data), append(meta, e.Metadata)
-		}
-	}
-	var checks []string
-	var checkExpected []int64
-	for _, c := range req.Checks {
-		checks, checkExpected = append(checks, c.Stream), append(checkExpected, int64(c.Expected))
-	}
-	sql := `SELECT o_first, o_last, o_tx, o_seq FROM ` + b.schema + `.append_multi($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+	sql, args := b.multiQuery(req)
 	for attempt := 0; ; attempt++ {
 		b.requests.Add(1)
-		rows, err := b.pool.Query(ctx, sql, streams, expected, counts, req.Categories, ids, types, data, meta, checks, checkExpected)
+		rows, err := b.pool.Query(ctx, sql, args...)
 		var res []varve.AppendResult
 		if err == nil {
 			for rows.Next() {
@@ -72,6 +59,29 @@ func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest)
 		}
 		return nil, b.mapMultiError(ctx, req, err)
 	}
+}
+
+// multiQuery returns the call of append_multi for req and its arguments.
+func (b *Backend) multiQuery(req varve.MultiAppendRequest) (string, []any) {
+	n := len(req.Appends)
+	streams, expected, counts := make([]string, n), make([]int64, n), make([]int32, n)
+	var ids [][16]byte
+	var types []string
+	var data, meta [][]byte
+	for i, a := range req.Appends {
+		streams[i], expected[i], counts[i] = a.Stream, int64(a.Expected), int32(len(a.Events))
+		for _, e := range a.Events {
+			ids, types = append(ids, e.ID), append(types, e.Type)
+			data, meta = append(data, e.Data), append(meta, e.Metadata)
+		}
+	}
+	var checks []string
+	var checkExpected []int64
+	for _, c := range req.Checks {
+		checks, checkExpected = append(checks, c.Stream), append(checkExpected, int64(c.Expected))
+	}
+	return `SELECT o_first, o_last, o_tx, o_seq FROM ` + b.schema + `.append_multi($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		[]any{streams, expected, counts, req.Categories, ids, types, data, meta, checks, checkExpected}
 }
 
 // mapMultiError names the stream of a failed part, which append_multi

@@ -86,6 +86,10 @@ type Config struct {
 	// QuickCheck runs PRAGMA quick_check when the database is opened and
 	// refuses a damaged file. It reads the whole file.
 	QuickCheck bool
+	// Inline, when set, runs in the transaction of every append (Append,
+	// AppendIf, AppendMulti), after its events are written: a read model
+	// that must never lag the events. See [InlineFunc].
+	Inline InlineFunc
 }
 
 func (c Config) withDefaults() (Config, error) {

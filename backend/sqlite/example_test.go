@@ -89,3 +89,49 @@ func ExampleBackend_WriteTx() {
 	fmt.Println(total, pos)
 	// Output: 3 3
 }
+
+// An inline projection keeps the orders' count in the transaction of each
+// append: it never lags, and an append whose hook fails leaves no trace.
+func ExampleInlineFunc() {
+	ctx := context.Background()
+	backend, err := sqlite.New(ctx, sqlite.Config{Path: sqlite.Memory,
+		Inline: func(ctx context.Context, tx *sql.Tx, events []varve.RecordedEvent) error {
+			for _, e := range events {
+				if e.Type == "OrderPlaced" {
+					if _, err := tx.ExecContext(ctx, `UPDATE totals SET total = total + 1 WHERE name = 'orders'`); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = backend.WriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE totals (name TEXT PRIMARY KEY, total INTEGER); INSERT INTO totals VALUES ('orders', 0)`)
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := varve.New(backend, varve.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	for _, id := range []string{"order-1", "order-2"} {
+		if _, err := store.Append(ctx, id, varve.NoStream, varve.NewEvent("OrderPlaced", []byte(`{}`))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var total int
+	err = backend.ReadTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT total FROM totals WHERE name = 'orders'`).Scan(&total)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("orders:", total)
+	// Output: orders: 2
+}

@@ -110,7 +110,7 @@ type txDB struct {
 
 func newTxDB(b *Backend) *txDB {
 	w := sql.OpenDB(connector{func(context.Context) (driver.Conn, error) {
-		return &txConn{raw: b.wconn.raw, savepoint: true}, nil
+		return &txConn{raw: b.wconn.raw, savepoint: true, cache: b.wconn}, nil
 	}})
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
@@ -175,8 +175,12 @@ func (c connector) Driver() driver.Driver                            { return &d
 type txConn struct {
 	raw       driver.Conn
 	savepoint bool
-	release   func()
-	once      sync.Once
+	// cache, on the writer's connection, keeps the statements that
+	// ExecContext prepares (up to maxTxStmts), as the writer keeps its own:
+	// a read model's upsert is parsed once, not once per event.
+	cache   *conn
+	release func()
+	once    sync.Once
 }
 
 var (
@@ -205,8 +209,23 @@ func (c *txConn) ExecContext(ctx context.Context, q string, args []driver.NamedV
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.cache != nil {
+		if st, ok := c.cache.stmts[q]; ok || len(c.cache.stmts) < maxTxStmts {
+			if !ok {
+				var err error
+				if st, err = c.cache.prepare(q); err != nil {
+					return nil, err
+				}
+			}
+			return st.exec.ExecContext(bg, args)
+		}
+	}
 	return c.raw.(driver.ExecerContext).ExecContext(bg, q, args)
 }
+
+// maxTxStmts bounds the statements of WriteTx functions and inline
+// projections kept prepared on the writer's connection (with its own).
+const maxTxStmts = 256
 
 func (c *txConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	if err := ctx.Err(); err != nil {

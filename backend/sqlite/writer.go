@@ -269,6 +269,16 @@ func finish(batch []*op, err error) {
 // failures are detected before it writes anything, or are undone with a
 // savepoint; fatal reports a storage error that spoils the transaction.
 func (w *writer) apply(o *op) (err error, fatal bool) {
+	if w.b.cfg.Inline != nil {
+		switch o.kind {
+		case opAppend:
+			return w.inline(o, w.append)
+		case opMulti:
+			return w.inline(o, w.multi)
+		case opAppendIf:
+			return w.inline(o, w.appendIf)
+		}
+	}
 	switch o.kind {
 	case opAppend:
 		return w.append(o)

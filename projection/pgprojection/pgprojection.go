@@ -83,9 +83,14 @@ func Projection(store *varve.Store, p projection.Projection, h Handler) (project
 }
 
 func commitFunc(pool *pgxpool.Pool, schema string, h Handler) projection.CommitFunc {
-	load := `SELECT commit_pos, seq_pos FROM ` + schema + `.checkpoints WHERE name = $1`
-	save := `INSERT INTO ` + schema + `.checkpoints AS c (name, commit_pos, seq_pos) VALUES ($1, $2, $3)
-ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXCLUDED.seq_pos, updated_at = now()`
+	// The checkpoint is read and moved to the batch's end in one statement
+	// (the CTE reads the row as it was before the upsert): a batch that
+	// turns out to be applied already, or whose handler fails, rolls back.
+	advance := `WITH old AS (SELECT commit_pos, seq_pos FROM ` + schema + `.checkpoints WHERE name = $1),
+up AS (INSERT INTO ` + schema + `.checkpoints AS c (name, commit_pos, seq_pos) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXCLUDED.seq_pos, updated_at = now()
+WHERE (c.commit_pos, c.seq_pos) < (EXCLUDED.commit_pos, EXCLUDED.seq_pos))
+SELECT commit_pos, seq_pos FROM old`
 	return func(ctx context.Context, checkpoint string, b projection.Batch) (err error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
@@ -97,12 +102,12 @@ ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXC
 			}
 		}()
 		// One committer of a checkpoint at a time, also before its row
-		// exists; the checkpoint is read after the lock is held. Both go in
-		// one round trip.
+		// exists; the checkpoint is read and advanced after the lock is
+		// held. Both go in one round trip.
 		var c, q int64
 		batch := &pgx.Batch{}
 		batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "varve:"+schema+":"+checkpoint)
-		batch.Queue(load, checkpoint)
+		batch.Queue(advance, checkpoint, int64(b.Through.Commit), int64(b.Through.Seq))
 		br := tx.SendBatch(ctx, batch)
 		_, err = br.Exec()
 		if err == nil {
@@ -114,7 +119,7 @@ ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXC
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("pgprojection: lock and load checkpoint %q: %w", checkpoint, err)
+			return fmt.Errorf("pgprojection: lock and advance checkpoint %q: %w", checkpoint, err)
 		}
 		cp := varve.Position{Commit: uint64(c), Seq: uint64(q)}
 		if !cp.Less(b.Through) {
@@ -136,9 +141,6 @@ ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXC
 			if err := h(ctx, tx, b); err != nil {
 				return err
 			}
-		}
-		if _, err := tx.Exec(ctx, save, checkpoint, int64(b.Through.Commit), int64(b.Through.Seq)); err != nil {
-			return fmt.Errorf("pgprojection: save checkpoint %q: %w", checkpoint, err)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return fmt.Errorf("pgprojection: commit: %w", err)
