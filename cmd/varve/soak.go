@@ -101,7 +101,7 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			}
 			cfg.Duration, cfg.Rate = c.duration, rate
 			if browser {
-				return soakBrowser(cmd, listen, cfg)
+				return soakBrowser(cmd, &c, listen, cfg)
 			}
 			targets, err := resolveStores("soak", c.stores, false, c.keep)
 			if err != nil {
@@ -111,6 +111,14 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
 			cfg.Progress = progressTo(cmd)
 			cfg.Environment = os.Getenv(soakEnvironment)
+			if path := os.Getenv(soakRecord); path != "" {
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					return fmt.Errorf("the capped soak's record: %w", err)
+				}
+				defer f.Close()
+				cfg.Record = f
+			}
 			env := lab.NewEnvelope("soak")
 			env.Config = soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
 				Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
@@ -125,7 +133,8 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			}
 			if len(rep.Samples) > 0 {
 				env.Results = []lab.Row{rep.Row()}
-				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples}
+				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
+					Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
 			}
 			if rep.Verdict.Status == lab.Growing && !rep.Interrupted {
 				r.failures = append(r.failures, "memory did not stay flat")
@@ -183,9 +192,10 @@ func soakCapped(cmd *cobra.Command, hard, soft string) error {
 }
 
 // soakBrowser builds the WebAssembly soak, serves its page on a loopback
-// address and waits for the page to report the end of the run (or for
-// Ctrl-C), then prints the last figures and the result the page posted.
-func soakBrowser(cmd *cobra.Command, listen string, cfg lab.SoakConfig) error {
+// address and waits for the page to report the end of the run (its result,
+// or the module's exit), for the page to fall quiet (the tab died) or for
+// Ctrl-C, then reports the run from the samples the page posted.
+func soakBrowser(cmd *cobra.Command, c *common, listen string, cfg lab.SoakConfig) error {
 	host, _, err := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); err != nil || host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return usagef("--listen %q: want a loopback host:port, like 127.0.0.1:8080", listen)
@@ -214,32 +224,64 @@ func soakBrowser(cmd *cobra.Command, listen string, cfg lab.SoakConfig) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	q := url.Values{"mode": {cfg.Mode}, "duration": {strconv.FormatFloat(cfg.Duration.Seconds(), 'f', -1, 64)},
-		"limit_mib": {strconv.FormatInt(max(1, cfg.MemoryLimit>>20), 10)}, "prune_above": {strconv.Itoa(cfg.PruneAbove)},
+		"limit_mib": {strconv.FormatInt(cfg.MemoryLimit>>20, 10)}, "prune_above": {strconv.Itoa(cfg.PruneAbove)},
 		"rate": {strconv.Itoa(cfg.Rate)}, "workers": {strconv.Itoa(cfg.Workers)}, "aggregates": {strconv.Itoa(cfg.Aggregates)},
 		"interval_ms": {strconv.FormatInt(cfg.Interval.Milliseconds(), 10)}, "threshold": {strconv.FormatFloat(cfg.ThresholdPct, 'f', -1, 64)},
 		"min_slope": {strconv.FormatFloat(cfg.MinSlope, 'f', -1, 64)}}
 	fmt.Fprintf(cmd.ErrOrStderr(), "open http://%s/?%s in a browser and start the run; Ctrl-C stops serving\n", ln.Addr(), q.Encode())
-	select {
-	case <-ctx.Done():
-	case <-srv.Done():
-	case err := <-served:
-		return fmt.Errorf("serve the page: %w", err)
+	// A tab killed for lack of memory posts nothing more: after a quiet
+	// spell of ten sampling intervals (at least 30 s) the run counts as
+	// ended.
+	quiet := max(30*time.Second, 10*cfg.Interval)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-srv.Done():
+			break wait
+		case err := <-served:
+			return fmt.Errorf("serve the page: %w", err)
+		case <-tick.C:
+			if q := srv.Quiet(); q > quiet {
+				fmt.Fprintf(cmd.ErrOrStderr(), "the page has posted nothing for %v: reporting its last figures\n", q.Round(time.Second))
+				break wait
+			}
+		}
 	}
 	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shut)
-	sample, result, err := srv.Last()
+	rep, err := srv.Report(cfg)
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "environment: browser (WebAssembly, memory backend)\nlast sample: %s\n", sample)
-	if result == nil {
-		fmt.Fprintln(out, "result: none: the page did not report the end of the run (the tab died, or Ctrl-C came first)")
-		return nil
+	return soakReport(cmd, c, rep, soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
+		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
+		MinSlope: cfg.MinSlope, Environment: rep.Environment}, nil)
+}
+
+// soakReport writes a soak's report (table, JSON envelope, HTML) the one
+// way for every environment; failures adds reasons for exit code 1.
+func soakReport(cmd *cobra.Command, c *common, rep lab.SoakReport, conf soakConfig, failures []string) error {
+	env := lab.NewEnvelope("soak")
+	env.Config = conf
+	r := report{env: env,
+		text:     func(w io.Writer) error { return lab.PrintSoak(w, rep) },
+		html:     func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) },
+		failures: failures,
 	}
-	fmt.Fprintf(out, "result: %s\n", result)
-	return nil
+	if len(rep.Samples) > 0 {
+		env.Results = []lab.Row{rep.Row()}
+		env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
+			Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
+	}
+	if rep.Verdict.Status == lab.Growing && !rep.Interrupted {
+		r.failures = append(r.failures, "memory did not stay flat")
+	}
+	return finish(cmd, &c.out, r)
 }
 
 // soakConfig is soak's config in the envelope.
@@ -261,6 +303,11 @@ type soakConfig struct {
 // soakEnvironment is the variable a capped soak's parent names the
 // child's environment in, for its reports.
 const soakEnvironment = "VARVE_SOAK_ENVIRONMENT"
+
+// soakRecord is the variable a capped soak's parent names the file in
+// where the child appends every sample ([lab.SoakConfig.Record]), for the
+// report after a kill.
+const soakRecord = "VARVE_SOAK_RECORD"
 
 // parseBytes parses "512MiB", "1GiB", "64KiB", "1000000" or "0".
 func parseBytes(s string) (int64, error) {

@@ -60,8 +60,9 @@ type Tab struct {
 }
 
 // Open starts Chromium with a window of width x height and a profile of
-// its own, removed when the test ends.
-func Open(t testing.TB, purpose string, width, height int) *Tab {
+// its own, removed when the test ends; extra adds flags (a renderer's
+// memory cap, for one).
+func Open(t testing.TB, purpose string, width, height int, extra ...chromedp.ExecAllocatorOption) *Tab {
 	t.Helper()
 	exe := Chromium(t, purpose)
 	profile, err := os.MkdirTemp("", "varve-chromium-")
@@ -78,6 +79,7 @@ func Open(t testing.TB, purpose string, width, height int) *Tab {
 	})
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(profile), chromedp.WindowSize(width, height), chromedp.Flag("hide-scrollbars", true))
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
