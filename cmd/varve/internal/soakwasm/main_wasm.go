@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -173,7 +174,13 @@ func run(c config) {
 		Mode: c.Mode, Duration: time.Duration(c.DurationMS) * time.Millisecond, MemoryLimit: c.MemoryLimit,
 		PruneAbove: c.PruneAbove, Workers: c.Workers, Rate: c.Rate, Aggregates: c.Aggregates,
 		Interval: time.Duration(c.IntervalMS) * time.Millisecond,
-		Sample:   func(m soakcore.MemSample, n soakcore.Counts) { show(m, n, debug.SetMemoryLimit(-1)) },
+		Sample: func(m soakcore.MemSample, n soakcore.Counts) {
+			limit := debug.SetMemoryLimit(-1)
+			if limit == math.MaxInt64 {
+				limit = 0 // the runtime's default: no limit
+			}
+			show(m, n, limit)
+		},
 	}
 	out, err := soakcore.Run(ctx, s, cfg)
 	res.Mode, res.StopReason, res.ElapsedMS, res.Counts, res.Samples = c.Mode, out.StopReason, out.Elapsed.Milliseconds(), out.Counts, len(out.Samples)

@@ -48,8 +48,9 @@ var browserName = regexp.MustCompile(`(HeadlessChrome|Chromium|Edg|Chrome|Firefo
 
 // Report builds the native soak's report from what the page posted: every
 // sample, the result when the run ended in the module, the exit when the
-// module died, or neither when the tab stopped reporting. cfg gives the
-// run's settings and the verdict's thresholds; the verdict is drawn from
+// module died, or neither when the tab stopped reporting. The run's
+// settings and the verdict's thresholds are those the page started it
+// with, cfg's when it posted none; the verdict is drawn from
 // the posted samples with the native soak's [lab.Judge].
 func (s *Server) Report(cfg lab.SoakConfig) (lab.SoakReport, error) {
 	s.mu.Lock()
@@ -59,8 +60,26 @@ func (s *Server) Report(cfg lab.SoakConfig) (lab.SoakReport, error) {
 		rec = append(rec, sm.RecordedSample)
 		limit = sm.MemoryLimit
 	}
-	result, end, agent := s.result, s.end, s.agent
+	result, end, agent, start := s.result, s.end, s.agent, s.start
 	s.mu.Unlock()
+	if start != nil {
+		// The page's fields may differ from the command line's.
+		var st struct {
+			Mode         string  `json:"mode"`
+			DurationMS   int64   `json:"duration_ms"`
+			PruneAbove   int     `json:"prune_above"`
+			Workers      int     `json:"workers"`
+			Rate         int     `json:"rate"`
+			ThresholdPct float64 `json:"threshold_pct"`
+			MinSlope     float64 `json:"min_slope_bytes_per_min"`
+			MinSpanMS    int64   `json:"min_span_ms"`
+		}
+		if err := json.Unmarshal(start, &st); err != nil {
+			return lab.SoakReport{}, fmt.Errorf("the page's start: %w", err)
+		}
+		cfg.Mode, cfg.Duration, cfg.PruneAbove, cfg.Workers, cfg.Rate = st.Mode, time.Duration(st.DurationMS)*time.Millisecond, st.PruneAbove, st.Workers, st.Rate
+		cfg.ThresholdPct, cfg.MinSlope, cfg.MinSpan = st.ThresholdPct, st.MinSlope, time.Duration(st.MinSpanMS)*time.Millisecond
+	}
 	if len(rec) == 0 && result == nil {
 		return lab.SoakReport{}, ErrNothingYet
 	}

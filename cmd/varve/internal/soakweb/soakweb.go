@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +70,8 @@ func Build(ctx context.Context, goTool, dir string) (Module, error) {
 type Server struct {
 	mod     Module
 	mu      sync.Mutex
+	run     int64 // the run the posts kept are from
+	start   json.RawMessage
 	samples []Sample
 	sample  json.RawMessage
 	result  json.RawMessage
@@ -98,7 +101,9 @@ func NewServer(m Module) *Server { return &Server{mod: m, done: make(chan struct
 const maxReport = 64 << 10
 
 // ServeHTTP serves / (the page), /wasm_exec.js, /soak.wasm, and takes the
-// page's POSTs to /report/sample, /report/result and /report/end.
+// page's POSTs to /report/start, /report/sample, /report/result and
+// /report/end, each naming its run (?run=N): a post of a newer run drops
+// what the server kept of the older one.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	switch {
@@ -114,7 +119,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.ServeFile(w, r, s.mod.Wasm)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/report/"):
 		kind := strings.TrimPrefix(r.URL.Path, "/report/")
-		if kind != "sample" && kind != "result" && kind != "end" {
+		if kind != "start" && kind != "sample" && kind != "result" && kind != "end" {
 			http.NotFound(w, r)
 			return
 		}
@@ -123,9 +128,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "want a JSON report under 64 KiB", http.StatusBadRequest)
 			return
 		}
+		run, _ := strconv.ParseInt(r.URL.Query().Get("run"), 10, 64)
 		s.mu.Lock()
+		defer s.mu.Unlock()
+		if run < s.run {
+			w.WriteHeader(http.StatusNoContent) // from a run the page has left
+			return
+		}
+		if run > s.run {
+			s.run, s.start, s.samples, s.sample, s.result, s.end = run, nil, nil, nil, nil, nil
+		}
 		s.seen, s.agent = time.Now(), r.UserAgent()
 		switch kind {
+		case "start":
+			s.start = body
 		case "sample":
 			s.sample = body
 			var sm Sample
@@ -146,7 +162,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.end = body
 			s.once.Do(func() { close(s.done) })
 		}
-		s.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		http.NotFound(w, r)

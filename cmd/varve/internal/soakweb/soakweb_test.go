@@ -87,6 +87,15 @@ func (b *tab) run(url string, limit time.Duration) string {
 	return ""
 }
 
+func (b *tab) eval(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v\nthe page logged: %v", js, err, b.logged())
+	}
+	return s
+}
+
 func (b *tab) text(id string) string {
 	b.t.Helper()
 	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
