@@ -376,7 +376,11 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 	fmt.Fprintf(tw, "Total Alloc\t%s (%.1f MiB/s)\n", MiB(last.TotalAlloc-first.TotalAlloc), float64(last.TotalAlloc-first.TotalAlloc)/(1<<20)/secs)
 	fmt.Fprintf(tw, "Heap Objects\t%d\n", last.HeapObjects)
 	fmt.Fprintf(tw, "GC Cycles\t%d (pause total %s)\n", last.NumGC-first.NumGC, (last.PauseTotal - first.PauseTotal).Round(time.Microsecond))
-	fmt.Fprintf(tw, "RSS\t%s (start %s)\n", MiB(last.RSS), MiB(first.RSS))
+	if last.RSS > 0 {
+		fmt.Fprintf(tw, "RSS\t%s (start %s)\n", MiB(last.RSS), MiB(first.RSS))
+	} else {
+		fmt.Fprintf(tw, "Sys\t%s from the system (start %s); no RSS here\n", MiB(last.Sys), MiB(first.Sys))
+	}
 	fmt.Fprintf(tw, "Goroutines\t%d (start %d)\n", last.Goroutines, first.Goroutines)
 	if rep.FirstError != "" {
 		fmt.Fprintf(tw, "First error\t%s\n", rep.FirstError)

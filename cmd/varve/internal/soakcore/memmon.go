@@ -76,6 +76,9 @@ func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each
 		return s
 	}
 	samples := []MemSample{take()}
+	if each != nil {
+		each(samples[0])
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
