@@ -29,6 +29,7 @@ func soakCmd() *cobra.Command {
 		browser  bool
 		listen   string
 		hard     string
+		capHow   string
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -50,8 +51,12 @@ last figures (in the browser's storage, and posted back here), so a discovery ru
 ends with the tab killed still reports its ceiling: soak prints the last figures the page
 posted when the page reports the end of the run, or on Ctrl-C.
 With --hard-limit soak runs its own command line (without --hard-limit) as a child
-process in a new memory cgroup (cgroup v1, /sys/fs/cgroup/memory; needs root) of that size
-and reports the child's peak usage and how it ended: exit code, out-of-memory kill.
+process under a hard memory cap of that size: a new memory cgroup (v2, memory.max under
+the unified hierarchy; else v1, /sys/fs/cgroup/memory; both need root), else an
+address-space limit (RLIMIT_AS: the child's start-up mappings plus the cap; --cap
+chooses). It reports the cap's figures (peak usage) and how the child ended: survived,
+out-of-memory kill, allocation failure. A child that died wrote no report: soak writes
+it from the samples the child recorded, its last figures as the ceiling.
 Row: the commands, with their latency. Exit code 1 when memory grew, or on errors.` + storeHelp,
 		Example: `  varve soak --duration 10m
   varve soak --store memory --duration 3m --rate 2000 --html soak.html
@@ -62,9 +67,6 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.out.validate(); err != nil {
 				return err
-			}
-			if hard != "" {
-				return soakCapped(cmd, hard, limit)
 			}
 			n, err := parseBytes(limit)
 			if err != nil {
@@ -100,6 +102,9 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 				return usagef("--threshold %g: want 0 (any growth above --min-slope) or more", cfg.ThresholdPct)
 			}
 			cfg.Duration, cfg.Rate = c.duration, rate
+			if hard != "" {
+				return soakCapped(cmd, &c, cfg, hard, capHow, limit)
+			}
 			if browser {
 				return soakBrowser(cmd, &c, listen, cfg)
 			}
@@ -111,6 +116,9 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
 			cfg.Progress = progressTo(cmd)
 			cfg.Environment = os.Getenv(soakEnvironment)
+			if _, err := applyAddressLimit(); err != nil {
+				return fmt.Errorf("the capped soak's address-space limit: %w", err)
+			}
 			if path := os.Getenv(soakRecord); path != "" {
 				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 				if err != nil {
@@ -154,19 +162,36 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes; 0: any growth above --min-slope")
 	f.StringVar(&minSlope, "min-slope", "16KiB", "never flag growth below this many bytes per minute: a live heap of 1 MiB wobbles by +-100 KiB between collections")
-	f.StringVar(&hard, "hard-limit", "", "run the soak as a child process in a memory cgroup of this size (like 128MiB or 512MiB; Linux, root): the kernel kills it above the cap")
+	f.StringVar(&hard, "hard-limit", "", "run the soak as a child process under a hard memory cap of this size (like 128MiB or 512MiB; Linux): see --cap")
+	f.StringVar(&capHow, "cap", capAuto, "with --hard-limit, how to cap: auto (the first that works of the next three), cgroup-v2, cgroup-v1 (both need root) or address-space (RLIMIT_AS)")
 	f.BoolVar(&browser, "browser", false, "run the workload in a browser page as WebAssembly on the memory backend (see above)")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "with --browser: the loopback address to serve the page on")
 	c.out.register(f, true)
 	return cmd
 }
 
-// soakCapped re-runs this command line without --hard-limit as a child
-// process in a memory cgroup of the given size and reports how it ended.
-func soakCapped(cmd *cobra.Command, hard, soft string) error {
+// ending is how a capped soak's child ended.
+type ending struct {
+	// died is set when the child did not end the run itself (a signal, or
+	// a Go runtime fatal error), so it wrote no report.
+	died bool
+	// how says it in words.
+	how  string
+	code int
+}
+
+// soakCapped re-runs this command line without --hard-limit and --cap as
+// a child process under a hard memory cap and reports how it ended. A
+// child that ends the run writes its own reports; for one that died (an
+// out-of-memory kill, an allocation failure) this process writes them from
+// the samples the child recorded, with the last figures as its ceiling.
+func soakCapped(cmd *cobra.Command, c *common, cfg lab.SoakConfig, hard, how, soft string) error {
 	n, err := parseBytes(hard)
 	if err != nil || n < 16<<20 {
 		return usagef("--hard-limit %q: want a size of at least 16MiB, like 128MiB", hard)
+	}
+	if how != capAuto && how != capCgroupV2 && how != capCgroupV1 && how != capAddressSpace {
+		return usagef("--cap %q: want %s, %s, %s or %s", how, capAuto, capCgroupV2, capCgroupV1, capAddressSpace)
 	}
 	if s, err := parseBytes(soft); err == nil && s >= n {
 		fmt.Fprintf(cmd.ErrOrStderr(), "varve: --memory-limit %s is not below --hard-limit %s: the runtime will not collect before the kernel kills\n", soft, hard)
@@ -174,21 +199,44 @@ func soakCapped(cmd *cobra.Command, hard, soft string) error {
 	var args []string
 	for i := 1; i < len(os.Args); i++ {
 		switch a := os.Args[i]; {
-		case a == "--hard-limit":
+		case a == "--hard-limit" || a == "--cap":
 			i++
-		case strings.HasPrefix(a, "--hard-limit="):
+		case strings.HasPrefix(a, "--hard-limit="), strings.HasPrefix(a, "--cap="):
 		default:
 			args = append(args, a)
 		}
 	}
-	code, err := capped(args, n, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	record, err := os.CreateTemp("", "varve-soak-record-")
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return &exitError{code: code, err: fmt.Errorf("capped soak ended with exit code %d", code), quiet: true}
+	defer os.Remove(record.Name())
+	defer record.Close()
+	env, end, err := capped(args, how, n, record.Name(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
 	}
-	return nil
+	if !end.died {
+		if end.code != 0 {
+			return &exitError{code: end.code, err: fmt.Errorf("capped soak ended with exit code %d", end.code), quiet: true}
+		}
+		return nil
+	}
+	rec, err := lab.ReadRecord(record)
+	if err != nil {
+		return fmt.Errorf("read the capped soak's record: %w", err)
+	}
+	store := "sqlite"
+	if len(c.stores) > 0 {
+		store = lab.Redact(c.stores[0])
+	}
+	rep := lab.SoakReport{Store: store, Environment: env, Mode: cfg.Mode, Duration: cfg.Duration, Rate: cfg.Rate, Workers: cfg.Workers,
+		MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove, Machine: lab.Machine(), Ended: end.how,
+		StopReason: "the process died: " + end.how}
+	rep = lab.SoakFromRecord(rep, rec, cfg.ThresholdPct, cfg.MinSlope, cfg.MinSpan)
+	return soakReport(cmd, c, rep, soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
+		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
+		MinSlope: cfg.MinSlope, Keep: c.keep, Environment: env}, []string{"capped soak: " + end.how})
 }
 
 // soakBrowser builds the WebAssembly soak, serves its page on a loopback
