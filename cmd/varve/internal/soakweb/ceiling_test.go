@@ -30,11 +30,22 @@ func TestBrowserCeiling(t *testing.T) {
 		t.Skip("builds a WebAssembly module and runs it in Chromium")
 	}
 	pages := ceilingPages
-	if v, err := strconv.Atoi(os.Getenv("VARVE_CEILING_PAGES")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(os.Getenv("VARVE_CEILING_PAGES")); err == nil && v >= 0 {
 		pages = v
 	}
+	ceiling(t, pages, 150*time.Second)
+}
+
+// ceiling runs discovery until the module dies, in a Chromium whose V8
+// caps WebAssembly memory at pages (0: V8's own cap, 4 GiB for wasm32),
+// waiting up to limit.
+func ceiling(t *testing.T, pages int, limit time.Duration) {
+	var flags []chromedp.ExecAllocatorOption
+	if pages > 0 {
+		flags = append(flags, chromedp.Flag("js-flags", fmt.Sprintf("--wasm-max-mem-pages=%d", pages)))
+	}
 	srv, url := serve(t)
-	tb := browsertest.Open(t, "find the browser soak's ceiling in", 1000, 900, chromedp.Flag("js-flags", fmt.Sprintf("--wasm-max-mem-pages=%d", pages)))
+	tb := browsertest.OpenFor(t, "find the browser soak's ceiling in", 1000, 900, limit+time.Minute, flags...)
 	b := &tab{Tab: tb, t: t, ctx: tb.Ctx}
 	if err := chromedp.Do(b.ctx, chromedp.Navigate(url+"?autostart=1&mode=discovery&duration=600&limit_mib=0&workers=2&aggregates=1000&interval_ms=250")); err != nil {
 		t.Fatal(err)
@@ -42,7 +53,7 @@ func TestBrowserCeiling(t *testing.T) {
 	var end string
 	start := time.Now()
 	for end == "" || end == "null" {
-		if time.Since(start) > 150*time.Second {
+		if time.Since(start) > limit {
 			t.Fatalf("the module did not die within %v; last sample %s\nthe page logged: %v", time.Since(start), b.eval("JSON.stringify(window.varveSoakLast || null)"), b.logged())
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -70,7 +81,6 @@ func TestBrowserCeiling(t *testing.T) {
 		mib(e.Last.HeapLive), grouped(e.Last.LiveEvents), grouped(int64(e.Last.Rate+0.5)), e.ExitCode, e.Fatal); got != want {
 		t.Errorf("the page shows %q after the module died, want %q", got, want)
 	}
-	b.shot("soak-browser-ceiling")
 
 	// The posts may still be in flight: wait for the end and the last sample.
 	var rep lab.SoakReport
@@ -102,7 +112,8 @@ func TestBrowserCeiling(t *testing.T) {
 	if !strings.Contains(text.String(), "Ceiling") || !strings.Contains(text.String(), strconv.FormatInt(c.LiveEvents, 10)+" events") {
 		t.Errorf("the table lacks the ceiling:\n%s", text.String())
 	}
-	t.Logf("browser ceiling with WebAssembly memory capped at %d pages (%d MiB): live heap %s, from the system %s, holding %d events at %.0f commands/s, %v in",
-		pages, pages>>4, mib(c.HeapLive), mib(c.Sys), c.LiveEvents, c.Rate, c.At.Round(time.Millisecond))
+	t.Logf("browser ceiling with WebAssembly memory capped at %d pages (%d MiB; 0: V8's own cap): live heap %s, heap %s, from the system %s, holding %d events at %.0f commands/s, %v in",
+		pages, pages>>4, mib(c.HeapLive), mib(c.HeapAlloc), mib(c.Sys), c.LiveEvents, c.Rate, c.At.Round(time.Millisecond))
+	b.shot(fmt.Sprintf("soak-browser-ceiling-%d-pages", pages))
 	b.Forget() // the module's fatal error is what the test asked for
 }

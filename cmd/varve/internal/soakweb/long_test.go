@@ -35,3 +35,10 @@ func TestLongBrowserDiscovery(t *testing.T) {
 		t.Fatalf("long discovery run in the browser: %s", r.Error)
 	}
 }
+
+// The browser's own ceiling: discovery with no memory limit and no cap on
+// WebAssembly memory but V8's (4 GiB for wasm32), until the module cannot
+// grow its memory or the tab dies.
+func TestLongBrowserCeiling(t *testing.T) {
+	ceiling(t, 0, 45*time.Minute)
+}
