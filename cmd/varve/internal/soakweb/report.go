@@ -119,7 +119,7 @@ func (s *Server) Report(cfg lab.SoakConfig) (lab.SoakReport, error) {
 	if b := browserName.FindString(agent); b != "" {
 		env = "browser (WebAssembly in " + b + ", memory backend"
 	}
-	if rep.MemoryLimit >= math.MaxInt64 {
+	if rep.MemoryLimit == math.MaxInt64 {
 		rep.MemoryLimit = 0 // the runtime's default: no limit
 	}
 	if rep.MemoryLimit > 0 {
