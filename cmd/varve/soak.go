@@ -46,10 +46,12 @@ second half of the run and flags growth above --threshold percent of the mean pe
 With --browser the same workload runs on the memory backend inside a browser page as
 WebAssembly: soak builds the module with the go tool (run it from a varve checkout),
 serves the page on --listen (loopback only) and prints the address; open it, start the
-run there. The module sets --memory-limit with debug.SetMemoryLimit. The page keeps its
-last figures (in the browser's storage, and posted back here), so a discovery run that
-ends with the tab killed still reports its ceiling: soak prints the last figures the page
-posted when the page reports the end of the run, or on Ctrl-C.
+run there. The module sets --memory-limit with debug.SetMemoryLimit (0: none, and
+discovery runs until the module cannot grow its memory). The page posts every sample
+here, so a run whose tab died still has its figures: soak writes the same reports as
+natively (table, JSON, HTML; environment "browser") when the page reports the result or
+the module's exit, when it has posted nothing for ten intervals (at least 30 s), or on
+Ctrl-C; in discovery they give the ceiling (last live heap, events held, rate).
 With --hard-limit soak runs its own command line (without --hard-limit) as a child
 process under a hard memory cap of that size: a new memory cgroup (v2, memory.max under
 the unified hierarchy; else v1, /sys/fs/cgroup/memory; both need root), else an
