@@ -40,7 +40,7 @@ fmt:
 # discovery as the out-of-memory stress under 128 MiB; a cgroup needs root,
 # else RLIMIT_AS).
 soak-long: build
-	cd cmd/varve && $(GO) test -tags soaklong -count=1 -timeout 60m -run TestLong -v ./internal/soakweb
+	cd cmd/varve && $(GO) test -tags soaklong -count=1 -timeout 150m -run TestLong -v ./internal/soakweb
 	cd cmd/varve && $(GO) run . soak --store memory --hard-limit 512MiB --memory-limit 384MiB --duration 1h
 	cd cmd/varve && $(GO) run . soak --store memory --hard-limit 128MiB --mode discovery --memory-limit 0 --duration 30m || true
 

@@ -47,7 +47,7 @@ func ceiling(t *testing.T, pages int, limit time.Duration) {
 	srv, url := serve(t)
 	tb := browsertest.OpenFor(t, "find the browser soak's ceiling in", 1000, 900, limit+time.Minute, flags...)
 	b := &tab{Tab: tb, t: t, ctx: tb.Ctx}
-	if err := chromedp.Do(b.ctx, chromedp.Navigate(url+"?autostart=1&mode=discovery&duration=600&limit_mib=0&workers=2&aggregates=1000&interval_ms=250")); err != nil {
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(url+fmt.Sprintf("?autostart=1&mode=discovery&duration=%d&limit_mib=0&workers=2&aggregates=1000&interval_ms=250", int(2*limit.Seconds())))); err != nil {
 		t.Fatal(err)
 	}
 	var end string
