@@ -155,14 +155,14 @@ func TestSoakDiscoveryRecord(t *testing.T) {
 	}
 	var rec bytes.Buffer
 	rep, err := RunSoak(context.Background(), SoakConfig{
-		Store: "memory:", Duration: time.Minute, Interval: 50 * time.Millisecond, MemoryLimit: 32 << 20,
+		Store: "memory:", Duration: 2 * time.Minute, Interval: 50 * time.Millisecond, MemoryLimit: 8 << 20,
 		PruneAbove: 500, Aggregates: 1000, Workers: 2, ThresholdPct: 1, Mode: Discovery, Record: &rec,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := rep.Ceiling
-	if !strings.Contains(rep.StopReason, "90% of the memory limit") || c == nil || c.HeapLive < 32<<20*9/10 || c.LiveEvents != rep.LiveEvents || rep.Pruned != 0 {
+	if !strings.Contains(rep.StopReason, "90% of the memory limit") || c == nil || c.HeapLive < 8<<20*9/10 || c.LiveEvents != rep.LiveEvents || rep.Pruned != 0 {
 		t.Fatalf("discovery: stopped %q, ceiling %+v, %d live events, %d pruned", rep.StopReason, c, rep.LiveEvents, rep.Pruned)
 	}
 	var text strings.Builder
