@@ -29,6 +29,7 @@ func soakCmd() *cobra.Command {
 		browser  bool
 		listen   string
 		hard     string
+		capHow   string
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -45,13 +46,19 @@ second half of the run and flags growth above --threshold percent of the mean pe
 With --browser the same workload runs on the memory backend inside a browser page as
 WebAssembly: soak builds the module with the go tool (run it from a varve checkout),
 serves the page on --listen (loopback only) and prints the address; open it, start the
-run there. The module sets --memory-limit with debug.SetMemoryLimit. The page keeps its
-last figures (in the browser's storage, and posted back here), so a discovery run that
-ends with the tab killed still reports its ceiling: soak prints the last figures the page
-posted when the page reports the end of the run, or on Ctrl-C.
+run there. The module sets --memory-limit with debug.SetMemoryLimit (0: none, and
+discovery runs until the module cannot grow its memory). The page posts every sample
+here, so a run whose tab died still has its figures: soak writes the same reports as
+natively (table, JSON, HTML; environment "browser") when the page reports the result or
+the module's exit, when it has posted nothing for ten intervals (at least 30 s), or on
+Ctrl-C; in discovery they give the ceiling (last live heap, events held, rate).
 With --hard-limit soak runs its own command line (without --hard-limit) as a child
-process in a new memory cgroup (cgroup v1, /sys/fs/cgroup/memory; needs root) of that size
-and reports the child's peak usage and how it ended: exit code, out-of-memory kill.
+process under a hard memory cap of that size: a new memory cgroup (v2, memory.max under
+the unified hierarchy; else v1, /sys/fs/cgroup/memory; both need root), else an
+address-space limit (RLIMIT_AS: the child's start-up mappings plus the cap; --cap
+chooses). It reports the cap's figures (peak usage) and how the child ended: survived,
+out-of-memory kill, allocation failure. A child that died wrote no report: soak writes
+it from the samples the child recorded, its last figures as the ceiling.
 Row: the commands, with their latency. Exit code 1 when memory grew, or on errors.` + storeHelp,
 		Example: `  varve soak --duration 10m
   varve soak --store memory --duration 3m --rate 2000 --html soak.html
@@ -62,9 +69,6 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.out.validate(); err != nil {
 				return err
-			}
-			if hard != "" {
-				return soakCapped(cmd, hard, limit)
 			}
 			n, err := parseBytes(limit)
 			if err != nil {
@@ -100,8 +104,11 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 				return usagef("--threshold %g: want 0 (any growth above --min-slope) or more", cfg.ThresholdPct)
 			}
 			cfg.Duration, cfg.Rate = c.duration, rate
+			if hard != "" {
+				return soakCapped(cmd, &c, cfg, hard, capHow, limit)
+			}
 			if browser {
-				return soakBrowser(cmd, listen, cfg)
+				return soakBrowser(cmd, &c, listen, cfg)
 			}
 			targets, err := resolveStores("soak", c.stores, false, c.keep)
 			if err != nil {
@@ -111,6 +118,17 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
 			cfg.Progress = progressTo(cmd)
 			cfg.Environment = os.Getenv(soakEnvironment)
+			if _, err := applyAddressLimit(); err != nil {
+				return fmt.Errorf("the capped soak's address-space limit: %w", err)
+			}
+			if path := os.Getenv(soakRecord); path != "" {
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					return fmt.Errorf("the capped soak's record: %w", err)
+				}
+				defer f.Close()
+				cfg.Record = f
+			}
 			env := lab.NewEnvelope("soak")
 			env.Config = soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
 				Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
@@ -125,7 +143,8 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 			}
 			if len(rep.Samples) > 0 {
 				env.Results = []lab.Row{rep.Row()}
-				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples}
+				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
+					Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
 			}
 			if rep.Verdict.Status == lab.Growing && !rep.Interrupted {
 				r.failures = append(r.failures, "memory did not stay flat")
@@ -145,19 +164,36 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 	f.DurationVar(&cfg.Interval, "interval", time.Second, "memory sampling interval")
 	f.Float64Var(&cfg.ThresholdPct, "threshold", 1, "flag growth above this percent of the mean per 10 minutes; 0: any growth above --min-slope")
 	f.StringVar(&minSlope, "min-slope", "16KiB", "never flag growth below this many bytes per minute: a live heap of 1 MiB wobbles by +-100 KiB between collections")
-	f.StringVar(&hard, "hard-limit", "", "run the soak as a child process in a memory cgroup of this size (like 128MiB or 512MiB; Linux, root): the kernel kills it above the cap")
+	f.StringVar(&hard, "hard-limit", "", "run the soak as a child process under a hard memory cap of this size (like 128MiB or 512MiB; Linux): see --cap")
+	f.StringVar(&capHow, "cap", capAuto, "with --hard-limit, how to cap: auto (the first that works of the next three), cgroup-v2, cgroup-v1 (both need root) or address-space (RLIMIT_AS)")
 	f.BoolVar(&browser, "browser", false, "run the workload in a browser page as WebAssembly on the memory backend (see above)")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "with --browser: the loopback address to serve the page on")
 	c.out.register(f, true)
 	return cmd
 }
 
-// soakCapped re-runs this command line without --hard-limit as a child
-// process in a memory cgroup of the given size and reports how it ended.
-func soakCapped(cmd *cobra.Command, hard, soft string) error {
+// ending is how a capped soak's child ended.
+type ending struct {
+	// died is set when the child did not end the run itself (a signal, or
+	// a Go runtime fatal error), so it wrote no report.
+	died bool
+	// how says it in words.
+	how  string
+	code int
+}
+
+// soakCapped re-runs this command line without --hard-limit and --cap as
+// a child process under a hard memory cap and reports how it ended. A
+// child that ends the run writes its own reports; for one that died (an
+// out-of-memory kill, an allocation failure) this process writes them from
+// the samples the child recorded, with the last figures as its ceiling.
+func soakCapped(cmd *cobra.Command, c *common, cfg lab.SoakConfig, hard, how, soft string) error {
 	n, err := parseBytes(hard)
 	if err != nil || n < 16<<20 {
 		return usagef("--hard-limit %q: want a size of at least 16MiB, like 128MiB", hard)
+	}
+	if how != capAuto && how != capCgroupV2 && how != capCgroupV1 && how != capAddressSpace {
+		return usagef("--cap %q: want %s, %s, %s or %s", how, capAuto, capCgroupV2, capCgroupV1, capAddressSpace)
 	}
 	if s, err := parseBytes(soft); err == nil && s >= n {
 		fmt.Fprintf(cmd.ErrOrStderr(), "varve: --memory-limit %s is not below --hard-limit %s: the runtime will not collect before the kernel kills\n", soft, hard)
@@ -165,27 +201,51 @@ func soakCapped(cmd *cobra.Command, hard, soft string) error {
 	var args []string
 	for i := 1; i < len(os.Args); i++ {
 		switch a := os.Args[i]; {
-		case a == "--hard-limit":
+		case a == "--hard-limit" || a == "--cap":
 			i++
-		case strings.HasPrefix(a, "--hard-limit="):
+		case strings.HasPrefix(a, "--hard-limit="), strings.HasPrefix(a, "--cap="):
 		default:
 			args = append(args, a)
 		}
 	}
-	code, err := capped(args, n, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	record, err := os.CreateTemp("", "varve-soak-record-")
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return &exitError{code: code, err: fmt.Errorf("capped soak ended with exit code %d", code), quiet: true}
+	defer os.Remove(record.Name())
+	defer record.Close()
+	env, end, err := capped(args, how, n, record.Name(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
 	}
-	return nil
+	if !end.died {
+		if end.code != 0 {
+			return &exitError{code: end.code, err: fmt.Errorf("capped soak ended with exit code %d", end.code), quiet: true}
+		}
+		return nil
+	}
+	rec, err := lab.ReadRecord(record)
+	if err != nil {
+		return fmt.Errorf("read the capped soak's record: %w", err)
+	}
+	store := "sqlite"
+	if len(c.stores) > 0 {
+		store = lab.Redact(c.stores[0])
+	}
+	rep := lab.SoakReport{Store: store, Environment: env, Mode: cfg.Mode, Duration: cfg.Duration, Rate: cfg.Rate, Workers: cfg.Workers,
+		MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove, Machine: lab.Machine(), Ended: end.how,
+		StopReason: "the process died: " + end.how}
+	rep = lab.SoakFromRecord(rep, rec, cfg.ThresholdPct, cfg.MinSlope, cfg.MinSpan)
+	return soakReport(cmd, c, rep, soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
+		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
+		MinSlope: cfg.MinSlope, Keep: c.keep, Environment: env}, []string{"capped soak: " + end.how})
 }
 
 // soakBrowser builds the WebAssembly soak, serves its page on a loopback
-// address and waits for the page to report the end of the run (or for
-// Ctrl-C), then prints the last figures and the result the page posted.
-func soakBrowser(cmd *cobra.Command, listen string, cfg lab.SoakConfig) error {
+// address and waits for the page to report the end of the run (its result,
+// or the module's exit), for the page to fall quiet (the tab died) or for
+// Ctrl-C, then reports the run from the samples the page posted.
+func soakBrowser(cmd *cobra.Command, c *common, listen string, cfg lab.SoakConfig) error {
 	host, _, err := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); err != nil || host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return usagef("--listen %q: want a loopback host:port, like 127.0.0.1:8080", listen)
@@ -214,32 +274,64 @@ func soakBrowser(cmd *cobra.Command, listen string, cfg lab.SoakConfig) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	q := url.Values{"mode": {cfg.Mode}, "duration": {strconv.FormatFloat(cfg.Duration.Seconds(), 'f', -1, 64)},
-		"limit_mib": {strconv.FormatInt(max(1, cfg.MemoryLimit>>20), 10)}, "prune_above": {strconv.Itoa(cfg.PruneAbove)},
+		"limit_mib": {strconv.FormatInt(cfg.MemoryLimit>>20, 10)}, "prune_above": {strconv.Itoa(cfg.PruneAbove)},
 		"rate": {strconv.Itoa(cfg.Rate)}, "workers": {strconv.Itoa(cfg.Workers)}, "aggregates": {strconv.Itoa(cfg.Aggregates)},
 		"interval_ms": {strconv.FormatInt(cfg.Interval.Milliseconds(), 10)}, "threshold": {strconv.FormatFloat(cfg.ThresholdPct, 'f', -1, 64)},
 		"min_slope": {strconv.FormatFloat(cfg.MinSlope, 'f', -1, 64)}}
 	fmt.Fprintf(cmd.ErrOrStderr(), "open http://%s/?%s in a browser and start the run; Ctrl-C stops serving\n", ln.Addr(), q.Encode())
-	select {
-	case <-ctx.Done():
-	case <-srv.Done():
-	case err := <-served:
-		return fmt.Errorf("serve the page: %w", err)
+	// A tab killed for lack of memory posts nothing more: after a quiet
+	// spell of ten sampling intervals (at least 30 s) the run counts as
+	// ended.
+	quiet := max(30*time.Second, 10*cfg.Interval)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-srv.Done():
+			break wait
+		case err := <-served:
+			return fmt.Errorf("serve the page: %w", err)
+		case <-tick.C:
+			if q := srv.Quiet(); q > quiet {
+				fmt.Fprintf(cmd.ErrOrStderr(), "the page has posted nothing for %v: reporting its last figures\n", q.Round(time.Second))
+				break wait
+			}
+		}
 	}
 	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shut)
-	sample, result, err := srv.Last()
+	rep, err := srv.Report(cfg)
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "environment: browser (WebAssembly, memory backend)\nlast sample: %s\n", sample)
-	if result == nil {
-		fmt.Fprintln(out, "result: none: the page did not report the end of the run (the tab died, or Ctrl-C came first)")
-		return nil
+	return soakReport(cmd, c, rep, soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
+		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
+		MinSlope: cfg.MinSlope, Environment: rep.Environment}, nil)
+}
+
+// soakReport writes a soak's report (table, JSON envelope, HTML) the one
+// way for every environment; failures adds reasons for exit code 1.
+func soakReport(cmd *cobra.Command, c *common, rep lab.SoakReport, conf soakConfig, failures []string) error {
+	env := lab.NewEnvelope("soak")
+	env.Config = conf
+	r := report{env: env,
+		text:     func(w io.Writer) error { return lab.PrintSoak(w, rep) },
+		html:     func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) },
+		failures: failures,
 	}
-	fmt.Fprintf(out, "result: %s\n", result)
-	return nil
+	if len(rep.Samples) > 0 {
+		env.Results = []lab.Row{rep.Row()}
+		env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
+			Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
+	}
+	if rep.Verdict.Status == lab.Growing && !rep.Interrupted {
+		r.failures = append(r.failures, "memory did not stay flat")
+	}
+	return finish(cmd, &c.out, r)
 }
 
 // soakConfig is soak's config in the envelope.
@@ -261,6 +353,11 @@ type soakConfig struct {
 // soakEnvironment is the variable a capped soak's parent names the
 // child's environment in, for its reports.
 const soakEnvironment = "VARVE_SOAK_ENVIRONMENT"
+
+// soakRecord is the variable a capped soak's parent names the file in
+// where the child appends every sample ([lab.SoakConfig.Record]), for the
+// report after a kill.
+const soakRecord = "VARVE_SOAK_RECORD"
 
 // parseBytes parses "512MiB", "1GiB", "64KiB", "1000000" or "0".
 func parseBytes(s string) (int64, error) {

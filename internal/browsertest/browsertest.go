@@ -51,8 +51,8 @@ func Chromium(t testing.TB, purpose string) string {
 
 // Tab is a headless Chromium tab and what its pages logged as problems:
 // uncaught exceptions, console errors, log entries of level error (policy
-// violations, failed loads). Its context ends when the test ends, or after
-// 3 minutes.
+// violations, failed loads). Its context ends when the test ends, or
+// after the time [OpenFor] was given.
 type Tab struct {
 	Ctx      context.Context
 	mu       sync.Mutex
@@ -60,8 +60,15 @@ type Tab struct {
 }
 
 // Open starts Chromium with a window of width x height and a profile of
-// its own, removed when the test ends.
-func Open(t testing.TB, purpose string, width, height int) *Tab {
+// its own, removed when the test ends; extra adds flags (a renderer's
+// memory cap, for one). The tab's context ends after 3 minutes.
+func Open(t testing.TB, purpose string, width, height int, extra ...chromedp.ExecAllocatorOption) *Tab {
+	t.Helper()
+	return OpenFor(t, purpose, width, height, 3*time.Minute, extra...)
+}
+
+// OpenFor is [Open] with a tab whose context ends after limit.
+func OpenFor(t testing.TB, purpose string, width, height int, limit time.Duration, extra ...chromedp.ExecAllocatorOption) *Tab {
 	t.Helper()
 	exe := Chromium(t, purpose)
 	profile, err := os.MkdirTemp("", "varve-chromium-")
@@ -78,9 +85,10 @@ func Open(t testing.TB, purpose string, width, height int) *Tab {
 	})
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(profile), chromedp.WindowSize(width, height), chromedp.Flag("hide-scrollbars", true))
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancelTime := context.WithTimeout(ctx, limit)
 	t.Cleanup(func() {
 		cancelTime()
 		cancelTab()

@@ -54,12 +54,22 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 	}
 	heap, live, rss := Series{Name: "heap alloc"}, Series{Name: "live heap"}, Series{Name: "RSS", Dashed: true}
 	ops, gor := Series{Name: "ops/s"}, Series{Name: "goroutines"}
+	// No RSS in a browser: the memory the runtime holds from the system
+	// stands in.
+	noRSS := len(rep.Samples) > 0 && rep.Samples[len(rep.Samples)-1].RSS == 0
+	if noRSS {
+		rss.Name = "Sys (no RSS here)"
+	}
 	for i, s := range rep.Samples {
 		t := s.At.Seconds()
 		mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
 		heap.X, heap.Y = append(heap.X, t), append(heap.Y, mib(s.HeapAlloc))
 		live.X, live.Y = append(live.X, t), append(live.Y, mib(s.HeapLive))
-		rss.X, rss.Y = append(rss.X, t), append(rss.Y, mib(s.RSS))
+		if noRSS {
+			rss.X, rss.Y = append(rss.X, t), append(rss.Y, mib(s.Sys))
+		} else {
+			rss.X, rss.Y = append(rss.X, t), append(rss.Y, mib(s.RSS))
+		}
 		gor.X, gor.Y = append(gor.X, t), append(gor.Y, float64(s.Goroutines))
 		if i > 0 {
 			if dt := t - rep.Samples[i-1].At.Seconds(); dt > 0 {
@@ -76,12 +86,23 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 	case Insufficient:
 		verdict = "insufficient data (the run was too short to judge)"
 	}
+	limit := "memory limit " + MiB(uint64(rep.MemoryLimit))
+	if rep.MemoryLimit == 0 {
+		limit = "no memory limit"
+	}
+	lines := []string{
+		fmt.Sprintf("%s mode, %v, %s, prune above %d live events. Verdict: %s.", rep.Mode, rep.Duration, limit, rep.PruneAbove, verdict),
+		fmt.Sprintf("Environment: %s. Machine: %s, %d cores, %s.", rep.Environment, rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
+	}
+	if rep.Ended != "" {
+		lines = append(lines, "Ended: "+rep.Ended+".")
+	}
+	if c := rep.Ceiling; c != nil {
+		lines = append(lines, fmt.Sprintf("Ceiling: live heap %s holding %d events at %.0f ops/s, %v in.", MiB(c.HeapLive), c.LiveEvents, c.Rate, c.At.Round(time.Millisecond)))
+	}
 	return page{
 		Title: "varve soak: " + rep.Store,
-		Lines: []string{
-			fmt.Sprintf("%s mode, %v, memory limit %s, prune above %d live events. Verdict: %s.", rep.Mode, rep.Duration, MiB(uint64(rep.MemoryLimit)), rep.PruneAbove, verdict),
-			fmt.Sprintf("Environment: %s. Machine: %s, %d cores, %s.", rep.Environment, rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
-		},
+		Lines: lines,
 		Charts: []template.HTML{
 			LineChart{Title: "Memory over time", XLabel: "time", FormatX: secs, FormatY: mibs, Series: []Series{heap, live, rss}}.SVG(),
 			LineChart{Title: "Throughput over time", XLabel: "time", FormatX: secs, Series: []Series{ops}}.SVG(),

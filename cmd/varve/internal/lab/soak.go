@@ -1,10 +1,13 @@
 package lab
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"runtime/debug"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -82,6 +85,10 @@ type SoakConfig struct {
 	// DefaultMinSpan.
 	MinSpan  time.Duration
 	Progress io.Writer
+	// Record, when set, gets every sample with the counts of that moment
+	// as a line of JSON ([RecordedSample]): a capped child writes them
+	// where its parent reads them after a kill.
+	Record io.Writer
 
 	onOp func() // tests use it to leak on purpose
 }
@@ -118,16 +125,118 @@ type SoakReport struct {
 	Verdict      Verdict     `json:"verdict"`
 	StreamsReads int64       `json:"stream_reads"`
 	Interrupted  bool        `json:"interrupted"`
+	// Ended says how the process (or the browser's module) ended when it
+	// did not end the run itself: an out-of-memory kill, an allocation
+	// failure, a tab that stopped reporting; empty when the run ended.
+	Ended string `json:"ended,omitempty"`
+	// Ceiling is the last figures known in discovery mode: where the run
+	// stopped, or where it was when its process died.
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
+}
+
+// Ceiling is the last sample of a discovery run with the events it held.
+type Ceiling struct {
+	At         time.Duration `json:"at_ns"`
+	HeapLive   uint64        `json:"heap_live"`
+	HeapAlloc  uint64        `json:"heap_alloc"`
+	Sys        uint64        `json:"sys"`
+	RSS        uint64        `json:"rss"`
+	LiveEvents int64         `json:"live_events"`
+	// Rate is the commands per second over the last sampling interval.
+	Rate float64 `json:"rate"`
+}
+
+// RecordedSample is a sample with the counts of its moment, as a capped
+// child's record and the browser page post them.
+type RecordedSample struct {
+	Mem    MemSample       `json:"mem"`
+	Counts soakcore.Counts `json:"counts"`
+}
+
+// ceilingAt returns the ceiling at the last of samples, live holding the
+// events there.
+func ceilingAt(samples []MemSample, live int64) *Ceiling {
+	if len(samples) == 0 {
+		return nil
+	}
+	last := samples[len(samples)-1]
+	c := &Ceiling{At: last.At, HeapLive: last.HeapLive, HeapAlloc: last.HeapAlloc, Sys: last.Sys, RSS: last.RSS, LiveEvents: live}
+	if n := len(samples); n > 1 {
+		if d := last.At - samples[n-2].At; d > 0 {
+			c.Rate = float64(last.Ops-samples[n-2].Ops) / d.Seconds()
+		}
+	}
+	return c
+}
+
+// SoakFromRecord completes rep, whose identity (store, environment, mode,
+// limits) the caller set, from samples recorded by a process that may
+// have died since: the samples in time order, the counts of the last one,
+// the ceiling in discovery mode and the verdict over them. Elapsed and the
+// counts are only taken from the record when rep has none.
+func SoakFromRecord(rep SoakReport, rec []RecordedSample, thresholdPct, minSlope float64, minSpan time.Duration) SoakReport {
+	sort.SliceStable(rec, func(i, j int) bool { return rec[i].Mem.At < rec[j].Mem.At })
+	rep.Samples = rep.Samples[:0]
+	for i, r := range rec {
+		if i > 0 && r.Mem.At == rec[i-1].Mem.At {
+			continue
+		}
+		rep.Samples = append(rep.Samples, r.Mem)
+	}
+	if len(rec) > 0 {
+		last := rec[len(rec)-1]
+		if rep.Ops == 0 {
+			n := last.Counts
+			rep.Ops, rep.Conflicts, rep.Errors, rep.Appended, rep.CaughtUp, rep.Pruned, rep.LiveEvents, rep.StreamsReads =
+				n.Ops, n.Conflicts, n.Errors, n.Appended, n.CaughtUp, n.Pruned, n.LiveEvents, n.Reads
+		}
+		if rep.Elapsed == 0 {
+			rep.Elapsed = last.Mem.At
+		}
+	}
+	if rep.Mode == Discovery {
+		rep.Ceiling = ceilingAt(rep.Samples, rep.LiveEvents)
+	}
+	if minSpan == 0 {
+		minSpan = DefaultMinSpan
+	}
+	rep.Verdict = Judge(rep.Samples, thresholdPct, minSlope, minSpan)
+	return rep
+}
+
+// ReadRecord reads the lines [SoakConfig.Record] wrote; a torn last line
+// (the writer was killed mid-write) is dropped.
+func ReadRecord(r io.Reader) ([]RecordedSample, error) {
+	var rec []RecordedSample
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var s RecordedSample
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			continue
+		}
+		rec = append(rec, s)
+	}
+	return rec, sc.Err()
 }
 
 func (c *SoakConfig) core() soakcore.Config {
 	cfg := soakcore.Config{Mode: c.Mode, Duration: c.Duration, MemoryLimit: c.MemoryLimit, PruneAbove: c.PruneAbove,
 		Workers: c.Workers, Rate: c.Rate, Aggregates: c.Aggregates, Interval: c.Interval, OnOp: c.onOp}
-	if c.Progress != nil {
-		var lastOps int64
+	var lastOps int64
+	if c.Progress != nil || c.Record != nil {
+		enc := json.NewEncoder(io.Discard)
+		if c.Record != nil {
+			enc = json.NewEncoder(c.Record)
+		}
 		cfg.Sample = func(m MemSample, n soakcore.Counts) {
-			printSample(c.Progress, m, c.Interval, n, lastOps)
-			lastOps = m.Ops
+			if c.Record != nil {
+				_ = enc.Encode(RecordedSample{Mem: m, Counts: n})
+			}
+			if c.Progress != nil {
+				printSample(c.Progress, m, c.Interval, n, lastOps)
+				lastOps = m.Ops
+			}
 		}
 	}
 	return cfg
@@ -183,6 +292,9 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 		rep.Latency = LatencyOf(res.Latency)
 	}
 	rep.Verdict = Judge(rep.Samples, cfg.ThresholdPct, cfg.MinSlope, cfg.MinSpan)
+	if cfg.Mode == Discovery {
+		rep.Ceiling = ceilingAt(rep.Samples, rep.LiveEvents)
+	}
 	return rep, runErr
 }
 
@@ -205,6 +317,8 @@ func (rep SoakReport) Row() Row {
 	switch {
 	case rep.Interrupted:
 		stopped = "interrupted"
+	case rep.Ended != "":
+		stopped = rep.Ended
 	case rep.StopReason != "duration reached":
 		stopped = "memory limit"
 	}
@@ -220,6 +334,9 @@ func (rep SoakReport) Row() Row {
 
 // SoakDetails is what soak's envelope holds beyond its row.
 type SoakDetails struct {
+	Environment string      `json:"environment"`
+	Ended       string      `json:"ended,omitempty"`
+	Ceiling     *Ceiling    `json:"ceiling,omitempty"`
 	MemoryLimit int64       `json:"memory_limit"`
 	PruneAbove  int         `json:"prune_above"`
 	Verdict     Verdict     `json:"verdict"`
@@ -245,6 +362,13 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 	fmt.Fprintf(tw, "Store\t%s (%s mode)\n", rep.Store, rep.Mode)
 	fmt.Fprintf(tw, "Environment\t%s\n", rep.Environment)
 	fmt.Fprintf(tw, "Run\t%s, stopped: %s\n", last.At.Round(time.Millisecond), rep.StopReason)
+	if rep.Ended != "" {
+		fmt.Fprintf(tw, "Ended\t%s\n", rep.Ended)
+	}
+	if c := rep.Ceiling; c != nil {
+		fmt.Fprintf(tw, "Ceiling\tlive heap %s (heap %s, from the system %s) holding %d events at %.0f ops/s, %s in\n",
+			MiB(c.HeapLive), MiB(c.HeapAlloc), MiB(c.Sys), c.LiveEvents, c.Rate, c.At.Round(time.Millisecond))
+	}
 	fmt.Fprintf(tw, "Commands\t%d (%.0f ops/s), %d conflicts, %d errors\n", rep.Ops, float64(rep.Ops)/secs, rep.Conflicts, rep.Errors)
 	fmt.Fprintf(tw, "Latency\t%s\n", rep.Latency)
 	fmt.Fprintf(tw, "Events\t%d appended, %d caught up by the $all follower, %d live at the end, %d streams pruned\n", rep.Appended, rep.CaughtUp, rep.LiveEvents, rep.Pruned)
@@ -252,7 +376,11 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 	fmt.Fprintf(tw, "Total Alloc\t%s (%.1f MiB/s)\n", MiB(last.TotalAlloc-first.TotalAlloc), float64(last.TotalAlloc-first.TotalAlloc)/(1<<20)/secs)
 	fmt.Fprintf(tw, "Heap Objects\t%d\n", last.HeapObjects)
 	fmt.Fprintf(tw, "GC Cycles\t%d (pause total %s)\n", last.NumGC-first.NumGC, (last.PauseTotal - first.PauseTotal).Round(time.Microsecond))
-	fmt.Fprintf(tw, "RSS\t%s (start %s)\n", MiB(last.RSS), MiB(first.RSS))
+	if last.RSS > 0 {
+		fmt.Fprintf(tw, "RSS\t%s (start %s)\n", MiB(last.RSS), MiB(first.RSS))
+	} else {
+		fmt.Fprintf(tw, "Sys\t%s from the system (start %s); no RSS here\n", MiB(last.Sys), MiB(first.Sys))
+	}
 	fmt.Fprintf(tw, "Goroutines\t%d (start %d)\n", last.Goroutines, first.Goroutines)
 	if rep.FirstError != "" {
 		fmt.Fprintf(tw, "First error\t%s\n", rep.FirstError)

@@ -1,8 +1,11 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +142,50 @@ func TestSoakRefusesZeros(t *testing.T) {
 		if _, err := RunSoak(t.Context(), cfg); !errors.Is(err, varve.ErrInvalidArgument) {
 			t.Errorf("config %+v: %v, want ErrInvalidArgument", cfg, err)
 		}
+	}
+}
+
+// Discovery stops near the memory limit with its ceiling in the report,
+// and the record a capped child writes rebuilds the same run: every sample
+// the monitor passed on, the counts of the last one, a torn last line
+// dropped.
+func TestSoakDiscoveryRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak smoke test takes seconds")
+	}
+	var rec bytes.Buffer
+	rep, err := RunSoak(context.Background(), SoakConfig{
+		Store: "memory:", Duration: 2 * time.Minute, Interval: 50 * time.Millisecond, MemoryLimit: 8 << 20,
+		PruneAbove: 500, Aggregates: 1000, Workers: 2, ThresholdPct: 1, Mode: Discovery, Record: &rec,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Ceiling
+	if !strings.Contains(rep.StopReason, "90% of the memory limit") || c == nil || c.HeapLive < 8<<20*9/10 || c.LiveEvents != rep.LiveEvents || rep.Pruned != 0 {
+		t.Fatalf("discovery: stopped %q, ceiling %+v, %d live events, %d pruned", rep.StopReason, c, rep.LiveEvents, rep.Pruned)
+	}
+	var text strings.Builder
+	if err := PrintSoak(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), fmt.Sprintf("holding %d events", c.LiveEvents)) {
+		t.Errorf("the table lacks the ceiling:\n%s", text.String())
+	}
+	lines := rec.String()
+	got, err := ReadRecord(strings.NewReader(lines + `{"mem":{"at_ns":99`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The monitor passes on every sample but the one taken as the run ends.
+	if len(got) != len(rep.Samples)-1 || len(got) < 2 {
+		t.Fatalf("%d recorded samples, the run took %d", len(got), len(rep.Samples))
+	}
+	back := SoakFromRecord(SoakReport{Mode: Discovery}, got, 1, 0, time.Second)
+	last := got[len(got)-1]
+	if len(back.Samples) != len(got) || back.Ops != last.Counts.Ops || back.LiveEvents != last.Counts.LiveEvents ||
+		back.Ceiling == nil || back.Ceiling.HeapLive != last.Mem.HeapLive || back.Elapsed != last.Mem.At {
+		t.Errorf("rebuilt from the record: %d samples, %d ops, %d live, ceiling %+v, elapsed %v; last recorded %+v",
+			len(back.Samples), back.Ops, back.LiveEvents, back.Ceiling, back.Elapsed, last)
 	}
 }

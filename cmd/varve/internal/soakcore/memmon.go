@@ -63,8 +63,9 @@ func rss() uint64 {
 }
 
 // Monitor samples memory every interval until ctx ends, calling each with
-// every sample; ops reports the operations done so far. It returns every
-// sample taken, the last one at the moment ctx ended.
+// every sample but the last; ops reports the operations done so far. It
+// returns every sample taken, the first at the start and the last at the
+// moment ctx ended.
 func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each func(MemSample)) []MemSample {
 	start := time.Now()
 	take := func() MemSample {
@@ -76,6 +77,9 @@ func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each
 		return s
 	}
 	samples := []MemSample{take()}
+	if each != nil {
+		each(samples[0])
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

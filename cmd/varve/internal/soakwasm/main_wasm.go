@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -48,6 +49,21 @@ type figures struct {
 	Pruned      int64   `json:"streams_pruned"`
 	Errors      int64   `json:"errors"`
 	MemoryLimit int64   `json:"memory_limit"`
+	// Mem and Counts are the sample and the counts as the native soak
+	// records them: the server builds its report from them.
+	Mem    soakcore.MemSample `json:"mem"`
+	Counts soakcore.Counts    `json:"counts"`
+}
+
+// latency is the command latency in nanoseconds.
+type latency struct {
+	Samples int64   `json:"samples"`
+	P50     int64   `json:"p50_ns"`
+	P90     int64   `json:"p90_ns"`
+	P99     int64   `json:"p99_ns"`
+	P999    int64   `json:"p999_ns"`
+	Max     int64   `json:"max_ns"`
+	Mean    float64 `json:"mean_ns"`
 }
 
 // result is the end of a run as the page shows it.
@@ -65,6 +81,7 @@ type result struct {
 	Samples     int              `json:"samples"`
 	P50US       float64          `json:"p50_us"`
 	P99US       float64          `json:"p99_us"`
+	Latency     latency          `json:"latency"`
 	Verdict     soakcore.Verdict `json:"verdict"`
 	Error       string           `json:"error,omitempty"`
 }
@@ -117,7 +134,7 @@ func run(c config) {
 	show := func(m soakcore.MemSample, n soakcore.Counts, limit int64) {
 		f := figures{AtMS: m.At.Milliseconds(), HeapAlloc: m.HeapAlloc, HeapLive: m.HeapLive, Sys: m.Sys, NumGC: m.NumGC,
 			Goroutines: m.Goroutines, Ops: n.Ops, LiveEvents: n.LiveEvents,
-			Appended: n.Appended, Pruned: n.Pruned, Errors: n.Errors, MemoryLimit: limit}
+			Appended: n.Appended, Pruned: n.Pruned, Errors: n.Errors, MemoryLimit: limit, Mem: m, Counts: n}
 		if d := m.At - prevAt; d > 0 {
 			f.Rate = float64(n.Ops-prevOps) / d.Seconds()
 		}
@@ -157,7 +174,13 @@ func run(c config) {
 		Mode: c.Mode, Duration: time.Duration(c.DurationMS) * time.Millisecond, MemoryLimit: c.MemoryLimit,
 		PruneAbove: c.PruneAbove, Workers: c.Workers, Rate: c.Rate, Aggregates: c.Aggregates,
 		Interval: time.Duration(c.IntervalMS) * time.Millisecond,
-		Sample:   func(m soakcore.MemSample, n soakcore.Counts) { show(m, n, debug.SetMemoryLimit(-1)) },
+		Sample: func(m soakcore.MemSample, n soakcore.Counts) {
+			limit := debug.SetMemoryLimit(-1)
+			if limit == math.MaxInt64 {
+				limit = 0 // the runtime's default: no limit
+			}
+			show(m, n, limit)
+		},
 	}
 	out, err := soakcore.Run(ctx, s, cfg)
 	res.Mode, res.StopReason, res.ElapsedMS, res.Counts, res.Samples = c.Mode, out.StopReason, out.Elapsed.Milliseconds(), out.Counts, len(out.Samples)
@@ -180,6 +203,9 @@ func run(c config) {
 	if out.Latency != nil && out.Latency.TotalCount() > 0 {
 		res.P50US = float64(out.Latency.ValueAtQuantile(50)) / 1e3
 		res.P99US = float64(out.Latency.ValueAtQuantile(99)) / 1e3
+		h := out.Latency
+		res.Latency = latency{Samples: h.TotalCount(), P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P99: h.ValueAtQuantile(99),
+			P999: h.ValueAtQuantile(99.9), Max: h.Max(), Mean: h.Mean()}
 	}
 	minSpan := time.Duration(c.MinSpanMS) * time.Millisecond
 	if minSpan == 0 {

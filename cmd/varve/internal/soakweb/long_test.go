@@ -3,6 +3,8 @@
 package soakweb
 
 import (
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -34,4 +36,18 @@ func TestLongBrowserDiscovery(t *testing.T) {
 	if r.Error != "" || r.PeakLive == 0 {
 		t.Fatalf("long discovery run in the browser: %s", r.Error)
 	}
+}
+
+// The browser's own ceiling: discovery with no memory limit and no cap on
+// WebAssembly memory but V8's (4 GiB for wasm32), until the module cannot
+// grow its memory or the tab dies. On 2 shared cores the rate falls as
+// the heap grows (about 1,400 commands/s at 260 MiB of live heap after
+// 10 min): it can take over an hour. VARVE_CEILING_PAGES caps WebAssembly
+// memory lower (64 KiB pages).
+func TestLongBrowserCeiling(t *testing.T) {
+	pages := 0
+	if v, err := strconv.Atoi(os.Getenv("VARVE_CEILING_PAGES")); err == nil && v > 0 {
+		pages = v
+	}
+	ceiling(t, pages, 140*time.Minute)
 }

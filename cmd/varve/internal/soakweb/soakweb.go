@@ -17,8 +17,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
 )
 
 //go:embed index.html
@@ -59,15 +63,36 @@ func Build(ctx context.Context, goTool, dir string) (Module, error) {
 	return m, fmt.Errorf("no wasm_exec.js under %s: %w", root, os.ErrNotExist)
 }
 
-// Server serves the page and the module and keeps what the page posts.
+// Server serves the page and the module and keeps what the page posts:
+// every sample (the report is built from them, also when the tab dies),
+// the run's result, and the end of a module that exited (it could not grow
+// its memory).
 type Server struct {
-	mod    Module
-	mu     sync.Mutex
-	sample json.RawMessage
-	result json.RawMessage
-	done   chan struct{}
-	once   sync.Once
+	mod     Module
+	mu      sync.Mutex
+	run     int64 // the run the posts kept are from
+	start   json.RawMessage
+	samples []Sample
+	sample  json.RawMessage
+	result  json.RawMessage
+	end     json.RawMessage
+	agent   string
+	seen    time.Time
+	done    chan struct{}
+	once    sync.Once
 }
+
+// Sample is what the server keeps of a sample the page posted: the memory
+// sample and the counts as the native soak records them, and the module's
+// memory limit.
+type Sample struct {
+	lab.RecordedSample
+	MemoryLimit int64 `json:"memory_limit"`
+}
+
+// maxSamples bounds the samples kept: past it every other one is dropped,
+// which halves the resolution of a very long run, never its span.
+const maxSamples = 20_000
 
 // NewServer serves m.
 func NewServer(m Module) *Server { return &Server{mod: m, done: make(chan struct{})} }
@@ -76,7 +101,9 @@ func NewServer(m Module) *Server { return &Server{mod: m, done: make(chan struct
 const maxReport = 64 << 10
 
 // ServeHTTP serves / (the page), /wasm_exec.js, /soak.wasm, and takes the
-// page's POSTs to /report/sample and /report/result.
+// page's POSTs to /report/start, /report/sample, /report/result and
+// /report/end, each naming its run (?run=N): a post of a newer run drops
+// what the server kept of the older one.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	switch {
@@ -90,28 +117,71 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/soak.wasm":
 		w.Header().Set("Content-Type", "application/wasm")
 		http.ServeFile(w, r, s.mod.Wasm)
-	case r.Method == http.MethodPost && (r.URL.Path == "/report/sample" || r.URL.Path == "/report/result"):
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/report/"):
+		kind := strings.TrimPrefix(r.URL.Path, "/report/")
+		if kind != "start" && kind != "sample" && kind != "result" && kind != "end" {
+			http.NotFound(w, r)
+			return
+		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxReport+1))
 		if err != nil || len(body) > maxReport || !json.Valid(body) {
 			http.Error(w, "want a JSON report under 64 KiB", http.StatusBadRequest)
 			return
 		}
+		run, _ := strconv.ParseInt(r.URL.Query().Get("run"), 10, 64)
 		s.mu.Lock()
-		if strings.HasSuffix(r.URL.Path, "sample") {
+		defer s.mu.Unlock()
+		if run < s.run {
+			w.WriteHeader(http.StatusNoContent) // from a run the page has left
+			return
+		}
+		if run > s.run {
+			s.run, s.start, s.samples, s.sample, s.result, s.end = run, nil, nil, nil, nil, nil
+		}
+		s.seen, s.agent = time.Now(), r.UserAgent()
+		switch kind {
+		case "start":
+			s.start = body
+		case "sample":
 			s.sample = body
-		} else {
+			var sm Sample
+			if json.Unmarshal(body, &sm) == nil {
+				if len(s.samples) >= maxSamples {
+					kept := s.samples[:0]
+					for i := 0; i < len(s.samples); i += 2 {
+						kept = append(kept, s.samples[i])
+					}
+					s.samples = kept
+				}
+				s.samples = append(s.samples, sm)
+			}
+		case "result":
 			s.result = body
 			s.once.Do(func() { close(s.done) })
+		case "end":
+			s.end = body
+			s.once.Do(func() { close(s.done) })
 		}
-		s.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// Done is closed when the page has posted a run's result.
+// Done is closed when the page has posted a run's result, or the end of a
+// module that exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Quiet reports how long ago the page last posted anything; 0 before it
+// posted.
+func (s *Server) Quiet() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen.IsZero() {
+		return 0
+	}
+	return time.Since(s.seen)
+}
 
 // ErrNothingYet is Last's error before the page posted anything.
 var ErrNothingYet = errors.New("soakweb: the page has posted nothing yet")

@@ -3,11 +3,13 @@ package soakweb
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/varve-go/varve/cmd/varve/internal/lab"
 	"github.com/varve-go/varve/internal/browsertest"
 )
 
@@ -87,6 +90,15 @@ func (b *tab) run(url string, limit time.Duration) string {
 	return ""
 }
 
+func (b *tab) eval(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v\nthe page logged: %v", js, err, b.logged())
+	}
+	return s
+}
+
 func (b *tab) text(id string) string {
 	b.t.Helper()
 	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
@@ -135,6 +147,7 @@ type moduleResult struct {
 		LiveEvents int64 `json:"live_events"`
 	} `json:"counts"`
 	MemoryLimit int64  `json:"memory_limit"`
+	Samples     int    `json:"samples"`
 	PeakLive    uint64 `json:"peak_heap_live"`
 	LiveAtPeak  int64  `json:"live_events_at_peak"`
 	Last        struct {
@@ -150,6 +163,21 @@ type moduleResult struct {
 			SlopePerMin float64 `json:"slope_bytes_per_min"`
 		} `json:"trends"`
 	} `json:"verdict"`
+}
+
+// report waits for the server to hold the run's samples (posts may still
+// be in flight when the result is read) and returns its report.
+func report(t *testing.T, srv *Server, samples int) lab.SoakReport {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		rep, err := srv.Report(lab.SoakConfig{})
+		if err == nil && len(rep.Samples) == samples {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's report holds %d samples (%v), the module reported %d", len(rep.Samples), err, samples)
+		}
+	}
 }
 
 func mib(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB" }
@@ -210,7 +238,8 @@ func TestBrowserSoak(t *testing.T) {
 	}
 	b.shot("soak-browser-sustained")
 
-	// The server kept what the page posted.
+	// The server kept what the page posted and reports it as the native
+	// soak does.
 	sample, result, err := srv.Last()
 	if err != nil || sample == nil || result == nil {
 		t.Fatalf("the server kept sample %s, result %s: %v", sample, result, err)
@@ -218,6 +247,32 @@ func TestBrowserSoak(t *testing.T) {
 	var posted moduleResult
 	if err := json.Unmarshal(result, &posted); err != nil || posted.Counts.Ops != sus.Counts.Ops {
 		t.Fatalf("the posted result (%v) says %d commands, the module %d", err, posted.Counts.Ops, sus.Counts.Ops)
+	}
+	rep := report(t, srv, sus.Samples)
+	if !strings.HasPrefix(rep.Environment, "browser (WebAssembly in HeadlessChrome/") || !strings.HasSuffix(rep.Environment, "memory backend, debug.SetMemoryLimit 64.0 MiB)") {
+		t.Errorf("report's environment %q", rep.Environment)
+	}
+	if rep.Verdict.Status != sus.Verdict.Status || rep.Ops != sus.Counts.Ops || rep.LiveEvents != sus.Counts.LiveEvents ||
+		rep.Pruned != sus.Counts.Pruned || rep.MemoryLimit != sus.MemoryLimit || rep.Mode != "sustained" || rep.Ended != "" || rep.StopReason != sus.StopReason {
+		t.Errorf("the report says %s, %d commands, %d live events, %d pruned, limit %d, mode %s, stopped %q (ended %q); the module: %+v",
+			rep.Verdict.Status, rep.Ops, rep.LiveEvents, rep.Pruned, rep.MemoryLimit, rep.Mode, rep.StopReason, rep.Ended, sus)
+	}
+	for i, tr := range rep.Verdict.Trends {
+		if i >= len(sus.Verdict.Trends) || tr.SlopePerMin != sus.Verdict.Trends[i].SlopePerMin {
+			t.Errorf("the report's trend %s %.1f B/min differs from the module's %+v", tr.Name, tr.SlopePerMin, sus.Verdict.Trends)
+		}
+	}
+	if last := rep.Samples[len(rep.Samples)-1]; last.HeapLive != sus.Last.HeapLive || last.Ops != sus.Last.Ops {
+		t.Errorf("the report's last sample %+v, the module's %+v", last, sus.Last)
+	}
+	var text strings.Builder
+	if err := lab.PrintSoak(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`Environment +` + regexp.QuoteMeta(rep.Environment), `verdict: FLAT`, fmt.Sprintf(`Commands +%d \(`, sus.Counts.Ops)} {
+		if !regexp.MustCompile(want).MatchString(text.String()) {
+			t.Errorf("the report's table lacks %s:\n%s", want, text.String())
+		}
 	}
 
 	// Discovery under 16 MiB: no pruning, the run stops when the live heap
@@ -242,6 +297,11 @@ func TestBrowserSoak(t *testing.T) {
 		t.Errorf("#peak-live shows %q, the module reported %q", got, mib(disc.PeakLive))
 	}
 	t.Logf("browser discovery at 16 MiB: ceiling %s live heap holding %d events, %d commands", mib(disc.PeakLive), disc.LiveAtPeak, disc.Counts.Ops)
+	rep = report(t, srv, disc.Samples)
+	if c := rep.Ceiling; rep.Mode != "discovery" || c == nil || c.LiveEvents != disc.Counts.LiveEvents || c.HeapLive != disc.Last.HeapLive ||
+		rep.StopReason != disc.StopReason || rep.Pruned != 0 || len(rep.Samples) != disc.Samples {
+		t.Errorf("the discovery report: mode %s, ceiling %+v, stopped %q, %d samples; the module: %+v", rep.Mode, c, rep.StopReason, len(rep.Samples), disc)
+	}
 	b.shot("soak-browser-discovery")
 	if p := b.logged(); len(p) > 0 {
 		t.Errorf("the page logged problems: %v", p)
