@@ -94,9 +94,9 @@ func TestSourceIntoDispatcher(t *testing.T) {
 		}
 	}()
 
-	f.exec("BEGIN; INSERT INTO a VALUES (1, 1), (2, 1); INSERT INTO b VALUES (1, 1); COMMIT")                                 // tx1
+	f.exec("BEGIN; INSERT INTO a VALUES (1, 1), (2, 1); INSERT INTO b VALUES (1, 1); COMMIT")                                   // tx1
 	f.exec("BEGIN; UPDATE a SET v = 2 WHERE id = 1; UPDATE a SET v = 99 WHERE id = 2; UPDATE b SET v = 2 WHERE id = 1; COMMIT") // tx2
-	f.exec("BEGIN; UPDATE a SET v = 3 WHERE id = 1; DELETE FROM b WHERE id = 1; INSERT INTO b VALUES (2, 1); COMMIT")          // tx3
+	f.exec("BEGIN; UPDATE a SET v = 3 WHERE id = 1; DELETE FROM b WHERE id = 1; INSERT INTO b VALUES (2, 1); COMMIT")           // tx3
 
 	// Every change but the held one is delivered.
 	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
