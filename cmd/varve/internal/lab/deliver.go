@@ -678,14 +678,14 @@ func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 			t.write(&b)
 		}
 	}
-	lastL, lastSink := time.Duration(-1), ""
+	lastL, lastSink, lastStore := time.Duration(-1), "", ""
 	for _, r := range rs {
-		if r.SinkDelay != lastL || r.Sink != lastSink {
+		if r.SinkDelay != lastL || r.Sink != lastSink || r.Store != lastStore {
 			flush()
 			if lastSink != "" {
 				b.WriteString("\n")
 			}
-			lastL, lastSink = r.SinkDelay, r.Sink
+			lastL, lastSink, lastStore = r.SinkDelay, r.Sink, r.Store
 			fmt.Fprintf(&b, "%s sink, %v per request, ordering %s, %s commits x %d events over %s streams, store %s\n",
 				r.Sink, r.SinkDelay, r.Ordering, groupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), groupDigits(float64(r.Streams)), r.Store)
 			t = &textTable{header: append(append([]string{"WORKERS", "EVENTS/S", "EFFICIENCY"}, LatencyHead...),
