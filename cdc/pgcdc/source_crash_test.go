@@ -185,7 +185,24 @@ func TestSourceCrash(t *testing.T) {
 		t.Fatalf("the last run, stopped by SIGTERM: %v\n%s", err, out.String())
 	}
 
+	// The writer's last transaction may reach the server after its context
+	// ended, as the connection closes: count again now.
+	want = committed(t, f, "events")
+	rows = 0
+	for _, m := range want {
+		rows += int(m)
+	}
+	if n := uncovered(t, cfg.Log, want); n > 0 {
+		t.Errorf("%d committed changes were never delivered", n)
+	}
 	st := checkSourceCrashLog(t, cfg.Log)
+	if st.runs != *crashKills+1 {
+		t.Errorf("the log has %d runs, want %d (%d killed and the last)", st.runs, *crashKills+1, *crashKills)
+		if dump := os.Getenv("VARVE_PGCDC_CRASH_DUMP"); dump != "" {
+			raw, _ := os.ReadFile(cfg.Log)
+			_ = os.WriteFile(dump, raw, 0o644)
+		}
+	}
 	if st.distinct != rows {
 		t.Errorf("%d distinct changes delivered, %d rows were committed", st.distinct, rows)
 	}
