@@ -125,7 +125,9 @@ type Config struct {
 	// waits for the sinks to return. Default 10s.
 	DrainTimeout time.Duration
 	// Parked keeps the parked events; default NewParked on the
-	// subscription's store and name.
+	// subscription's store and name. A [Source] whose events are in no
+	// varve store (NewFromSource) requires it: its parked records then keep
+	// the whole event, so that a replay needs nothing from the source.
 	Parked *Parked
 	// Logger logs parked events and failures; default slog.Default().
 	Logger *slog.Logger
@@ -217,11 +219,14 @@ var ErrStopped = errors.New("delivery: dispatcher stopped")
 // Dispatcher delivers the events of a subscription to a sink, many at once.
 // See the package documentation for its model.
 type Dispatcher struct {
-	sub    *subscription.Subscription
+	sub    Source
 	sink   Sink
 	cfg    Config
 	parked *Parked
 	log    *slog.Logger
+	// keepEvents makes parked records carry the event: the source keeps
+	// it in no store.
+	keepEvents bool
 
 	started atomic.Bool
 	stopped chan struct{}
@@ -239,19 +244,35 @@ type Dispatcher struct {
 // New returns a dispatcher of the subscription's events to sink. It starts
 // nothing: call Run.
 func New(sub *subscription.Subscription, sink Sink, cfg Config) (*Dispatcher, error) {
-	if sub == nil || sink == nil {
+	if sub == nil {
+		return nil, fmt.Errorf("delivery: new dispatcher: %w: nil subscription or sink", varve.ErrInvalidArgument)
+	}
+	return NewFromSource(sub, sink, cfg)
+}
+
+// NewFromSource returns a dispatcher of src's events to sink. When src
+// keeps its events in a varve store (it has a method Store() *varve.Store
+// that returns one, as a subscription does), the dispatcher behaves as New;
+// otherwise cfg.Parked is required, and the records it parks hold the
+// events themselves. It starts nothing: call Run.
+func NewFromSource(src Source, sink Sink, cfg Config) (*Dispatcher, error) {
+	if src == nil || sink == nil {
 		return nil, fmt.Errorf("delivery: new dispatcher: %w: nil subscription or sink", varve.ErrInvalidArgument)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{sub: sub, sink: sink, cfg: cfg, parked: cfg.Parked, log: cfg.Logger, stopped: make(chan struct{})}
+	store := sourceStore(src)
+	d := &Dispatcher{sub: src, sink: sink, cfg: cfg, parked: cfg.Parked, log: cfg.Logger, stopped: make(chan struct{}), keepEvents: store == nil}
 	if d.parked == nil {
-		d.parked = NewParked(sub.Store(), sub.Name())
+		if store == nil {
+			return nil, fmt.Errorf("delivery: new dispatcher of %q: %w: the source keeps no store, Config.Parked is required", src.Name(), varve.ErrInvalidArgument)
+		}
+		d.parked = NewParked(store, src.Name())
 	}
-	d.log = d.log.With("subscription", sub.Name())
-	d.checkpoint = sub.Position()
+	d.log = d.log.With("subscription", src.Name())
+	d.checkpoint = src.Position()
 	d.saved, d.savedAt = d.checkpoint, time.Now()
 	return d, nil
 }
@@ -684,6 +705,10 @@ func (c *coordinator) toPark(it *item, reason string) {
 		Subscription: c.d.sub.Name(), Stream: it.ev.Stream, Version: it.ev.Version, Position: it.ev.Position,
 		EventID: it.ev.ID, Type: it.ev.Type, Attempts: it.attempts, Reason: reason,
 		FirstAttempt: it.first, ParkedAt: time.Now().UTC(),
+	}
+	if c.d.keepEvents {
+		ev := it.ev
+		it.record.Event = &ev
 	}
 	if it.lastErr != nil {
 		it.record.Error = it.lastErr.Error()

@@ -1,8 +1,10 @@
 // Package delivery hands the events of a subscription to other systems,
 // many at once, in order per stream, without losing one across a crash.
 //
-// A [Dispatcher] reads one [subscription.Subscription] and runs up to C
-// deliveries at once to a [Sink]: a Go function ([SinkFunc]), or a
+// A [Dispatcher] reads one [subscription.Subscription] ([New]), or any other
+// ordered feed of events that implements [Source] ([NewFromSource]; package
+// github.com/varve-go/varve/cdc/pgcdc has one over a PostgreSQL logical
+// replication slot), and runs up to C deliveries at once to a [Sink]: a Go function ([SinkFunc]), or a
 // transport from a sub-package of its own, so that a program compiles only
 // the clients it uses: an HTTP endpoint (package
 // github.com/varve-go/varve/delivery/webhook) or a NATS JetStream subject
@@ -34,7 +36,9 @@
 //     failure is permanent ([Permanent]).
 //   - Parking writes a reference to the event to the subscription's
 //     [Parked] store, a stream of the event store itself, so it is durable
-//     wherever the store is. In PerStream mode a parked event also parks
+//     wherever the store is. A source that keeps its events in no store
+//     gets a Parked of the caller's ([Config.Parked]), and the record then
+//     holds the event itself. In PerStream mode a parked event also parks
 //     every later event of its stream, so that no event overtakes it, until
 //     `varve parked replay` or `skip` resolves them ([Parked.Replay],
 //     [Parked.Skip]); the maintenance goroutine notices and the stream flows
@@ -47,7 +51,7 @@
 //     saves it once more on the way out.
 //
 // Delivery is at least once: after a crash the dispatcher resumes after the
-// saved checkpoint, so the events delivered since then are delivered again.
+// saved checkpoint (the source's SaveCheckpoint), so the events delivered since then are delivered again.
 // Every attempt carries the same idempotency key, "<subscription>:<position>"
 // ([Key]), for the receiver to drop duplicates.
 package delivery

@@ -34,7 +34,8 @@ const (
 // ParkedEvent is an event that a dispatcher gave up on: the sink rejected
 // it, its retries ran out, or (in per-stream order) an earlier event of its
 // stream was parked. The event itself stays in the store; this is a
-// reference to it.
+// reference to it, unless the dispatcher's [Source] keeps no store: then
+// Event holds the event.
 type ParkedEvent struct {
 	Subscription string         `json:"subscription"`
 	Stream       string         `json:"stream"`
@@ -47,6 +48,9 @@ type ParkedEvent struct {
 	Error        string         `json:"error,omitempty"`
 	FirstAttempt time.Time      `json:"first_attempt,omitzero"`
 	ParkedAt     time.Time      `json:"parked_at"`
+	// Event is the parked event itself, kept when its source has no store
+	// to read it from again (NewFromSource); nil otherwise.
+	Event *varve.RecordedEvent `json:"event,omitempty"`
 }
 
 type resolution struct {
@@ -278,6 +282,9 @@ func (p *Parked) Replay(ctx context.Context, sink Sink, match func(ParkedEvent) 
 }
 
 func (p *Parked) replayOne(ctx context.Context, sink Sink, pe ParkedEvent) error {
+	if pe.Event != nil {
+		return sink.Deliver(ctx, Delivery{Subscription: p.sub, Event: *pe.Event, Attempt: pe.Attempts + 1, Key: Key(p.sub, pe.Position)})
+	}
 	var ev varve.RecordedEvent
 	found := false
 	for e, err := range p.store.ReadStream(ctx, pe.Stream, varve.From(pe.Version), varve.Limit(1)) {

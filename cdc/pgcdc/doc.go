@@ -11,8 +11,23 @@
 // slot's confirmed flush LSN moves only to the end of the contiguous prefix
 // of acknowledged transactions, so transactions may be acknowledged out of
 // order (by concurrent deliveries) and a crash re-delivers at most the
-// transactions that were not yet acknowledged. [AppendToStore] and [Pump]
-// write transactions into varve streams idempotently.
+// transactions that were not yet acknowledged.
+//
+// There are two ways on from a Stream:
+//
+//   - Straight into a dispatcher: [NewSource] makes a delivery.Source (for
+//     delivery.NewFromSource) whose events are the changes, keyed by table
+//     and replica identity key ([SourceConfig]), at positions {commit LSN,
+//     index + 1}. The dispatcher delivers many keys at once and each key in
+//     order; its checkpoint, the contiguous prefix of delivered or parked
+//     changes, acknowledges the transactions it covers whole, so the slot's
+//     confirmed flush LSN never passes a change in flight and a crash
+//     re-delivers at most the transactions that were. Nothing is stored on
+//     the way; the dispatcher's parked store (delivery.Config.Parked, e.g.
+//     on an embedded SQLite store) keeps the changes it gives up on.
+//   - Into varve streams: [AppendToStore] and [Pump] write transactions
+//     idempotently, so subscriptions, projections and delivery work on
+//     them.
 //
 // Values: NULL is a nil [Value.Value]; a TOAST-ed value that an update left
 // unchanged is not sent by PostgreSQL and is marked [Value.Unchanged], never

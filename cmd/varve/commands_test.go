@@ -191,4 +191,14 @@ func TestFlagLimits(t *testing.T) {
 			t.Errorf("varve %s: exit %d, stderr %q; want %d and the flag named", strings.Join(args, " "), r.code, r.stderr, exitUsage)
 		}
 	}
+	// --cdc-route: only with postgres-cdc, and only direct or store.
+	for _, args := range [][]string{
+		{"deliver-bench", "--cdc-route", "store", "--store", "memory:"},
+		{"deliver-bench", "--cdc-route", "direct,sideways", "--source", "postgres-cdc", "--cdc-url", "postgres://127.0.0.1:1/x"},
+	} {
+		r := runIn(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--cdc-route") {
+			t.Errorf("varve %s: exit %d, stderr %q; want %d and the flag named", strings.Join(args, " "), r.code, r.stderr, exitUsage)
+		}
+	}
 }

@@ -36,14 +36,17 @@ With --source postgres-cdc the commits are real writes instead: --streams rows
 of a table on the PostgreSQL server at --cdc-url (it must run with
 wal_level=logical) take --transactions commits of --events-per-tx updates of
 random rows, after a logical replication slot was created; every run captures
-them through that one slot into per-row streams of a fresh memory store while
-the dispatcher delivers them, so the figures include the capture (logical
-decoding, value decoding, appends). The table, slot and publication are
-dropped after the runs.` + storeHelp,
+them while the dispatcher delivers them, so the figures include the capture.
+--cdc-route direct (the default) streams a copy of the slot made for the run
+straight into the dispatcher (pgcdc.Source: logical decoding, value decoding,
+acknowledgements to the copy); --cdc-route store appends them to per-row
+streams of a fresh memory store that the dispatcher reads (the appends too);
+--cdc-route direct,store measures both in one run. The table, slots and
+publication are dropped after the runs.` + storeHelp,
 		Example: `  varve deliver-bench
   varve deliver-bench --latency-ms 10 --workers 1,10,100 --html deliver.html
   varve deliver-bench --sink http,func,raw-http --duration 5s --check 'ratio>=0.8'
-  varve deliver-bench --source postgres-cdc --cdc-url postgres://postgres@127.0.0.1:5433/postgres --latency-ms 50 --workers 25,50,100,250`,
+  varve deliver-bench --source postgres-cdc --cdc-url postgres://postgres@127.0.0.1:5433/postgres --latency-ms 50 --workers 25,50,100,250 --cdc-route direct,store`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.out.validate(); err != nil {
@@ -94,12 +97,21 @@ dropped after the runs.` + storeHelp,
 				if cfg.CDCURL != "" {
 					return usagef("--cdc-url needs --source %s", lab.SourceCDC)
 				}
+				if cmd.Flags().Changed("cdc-route") {
+					return usagef("--cdc-route needs --source %s", lab.SourceCDC)
+				}
+				cfg.CDCRoutes = nil
 			case lab.SourceCDC:
 				if cfg.CDCURL == "" {
 					return usagef("--source %s needs --cdc-url: a PostgreSQL server with wal_level=logical", lab.SourceCDC)
 				}
 				if len(c.stores) > 0 || cfg.Poison > 0 {
 					return usagef("--source %s delivers from a memory store of its own per run: no --store, no --poison", lab.SourceCDC)
+				}
+				for _, r := range cfg.CDCRoutes {
+					if r != lab.RouteDirect && r != lab.RouteStore {
+						return usagef("--cdc-route %q: want %s or %s", r, lab.RouteDirect, lab.RouteStore)
+					}
 				}
 			default:
 				return usagef("--source %q: want %s or %s", cfg.Source, lab.SourceStore, lab.SourceCDC)
@@ -140,6 +152,7 @@ dropped after the runs.` + storeHelp,
 	f.StringSliceVar(&cfg.Sinks, "sink", []string{"http"}, "what to measure: http (the webhook sink to a loopback endpoint); baselines: func (a Go handler that sleeps L, no HTTP), raw-http (a bare HTTP client loop, no store or dispatcher)")
 	f.StringVar(&cfg.Source, "source", lab.SourceStore, "where the events come from: store (appended to --store once) or postgres-cdc (real writes captured through a logical replication slot, see above)")
 	f.StringVar(&cfg.CDCURL, "cdc-url", "", "with --source postgres-cdc: the PostgreSQL server (wal_level=logical) to write to and capture from")
+	f.StringSliceVar(&cfg.CDCRoutes, "cdc-route", []string{lab.RouteDirect}, "with --source postgres-cdc, the routes to measure, comma-separated, each run the same way: direct (the slot's changes straight into the dispatcher, pgcdc.Source) or store (appended to per-row streams of a memory store, then a subscription)")
 	f.IntVar(&cfg.Poison, "poison", 0, "streams whose requests always fail with 500 (retried, then parked)")
 	c.limitFlags(f, 0, "time cap of each run; 0: none, deliver everything", "cap on deliveries per second of a run")
 	c.out.register(f, true)

@@ -65,10 +65,17 @@ type DeliverConfig struct {
 	// is filled with them once) or "postgres-cdc": the commits are real
 	// writes to a table on the PostgreSQL server at CDCURL (wal_level=
 	// logical), and every run captures them through one logical
-	// replication slot into per-row streams of a fresh memory store while
-	// it delivers, so its figures include the capture (see cdcSource).
+	// replication slot while it delivers, so its figures include the
+	// capture (see cdcSource).
 	Source string `json:"source"`
 	CDCURL string `json:"-"`
+	// CDCRoutes are the routes of postgres-cdc to measure, each with every
+	// latency, sink and worker count: "direct" (the default: the slot's
+	// changes go straight into the dispatcher through a pgcdc.Source) and
+	// "store" (they are appended to per-row streams of a fresh memory
+	// store, which the dispatcher reads through a subscription).
+	CDCRoutes []string `json:"cdc_routes,omitempty"`
+	route     string   // of the run
 	// Log receives a line per run as it finishes; nil for none.
 	Log io.Writer `json:"-"`
 }
@@ -79,9 +86,18 @@ const (
 	SourceCDC   = "postgres-cdc"
 )
 
+// The routes of postgres-cdc (DeliverConfig.CDCRoutes).
+const (
+	RouteDirect = "direct"
+	RouteStore  = "store"
+)
+
 // DeliverResult is one run of DeliverBench.
 type DeliverResult struct {
-	Store        string        `json:"store"`
+	Store string `json:"store"`
+	// Route is the postgres-cdc route (direct or store); empty for the
+	// store source.
+	Route        string        `json:"cdc_route,omitempty"`
 	Sink         string        `json:"sink"`
 	Ordering     string        `json:"ordering"`
 	SinkDelay    time.Duration `json:"sink_latency_ns"`
@@ -135,13 +151,25 @@ func (c *DeliverConfig) withDefaults() error {
 	if len(c.Sinks) == 0 {
 		c.Sinks = []string{"http"}
 	}
-	switch c.Source {
-	case "":
+	if c.Source == "" {
 		c.Source = SourceStore
+	}
+	switch c.Source {
 	case SourceStore:
+		if len(c.CDCRoutes) > 0 {
+			return fmt.Errorf("lab: deliver-bench: %w: routes are for source %s", varve.ErrInvalidArgument, SourceCDC)
+		}
 	case SourceCDC:
 		if c.CDCURL == "" || c.Poison > 0 {
 			return fmt.Errorf("lab: deliver-bench: %w: source %s needs the URL of a PostgreSQL server with wal_level=logical, and no poison streams", varve.ErrInvalidArgument, SourceCDC)
+		}
+		if len(c.CDCRoutes) == 0 {
+			c.CDCRoutes = []string{RouteDirect}
+		}
+		for _, r := range c.CDCRoutes {
+			if r != RouteDirect && r != RouteStore {
+				return fmt.Errorf("lab: deliver-bench: %w: route %q, want %s or %s", varve.ErrInvalidArgument, r, RouteDirect, RouteStore)
+			}
 		}
 	default:
 		return fmt.Errorf("lab: deliver-bench: %w: source %q, want %s or %s", varve.ErrInvalidArgument, c.Source, SourceStore, SourceCDC)
@@ -203,26 +231,36 @@ func DeliverBench(ctx context.Context, cfg DeliverConfig) ([]DeliverResult, erro
 	}
 	defer ep.close()
 	var out []DeliverResult
+	routes := cfg.CDCRoutes
+	if len(routes) == 0 {
+		routes = []string{""}
+	}
 	for _, l := range cfg.Latencies {
 		for _, sink := range cfg.Sinks {
-			for _, c := range cfg.Workers {
-				run := deliverRun
-				if sink == "raw-http" {
-					run = rawHTTPRun
+			for i, route := range routes {
+				if sink == "raw-http" && i > 0 {
+					break // no route to it
 				}
-				r, err := run(ctx, store, end, src, ep, cfg, sink, l, c)
-				if ctx.Err() != nil {
-					if r.Delivered > 0 {
-						out = append(out, r)
+				for _, c := range cfg.Workers {
+					run := deliverRun
+					if sink == "raw-http" {
+						run = rawHTTPRun
 					}
-					return out, fmt.Errorf("lab: deliver-bench interrupted: %w", context.Cause(ctx))
-				}
-				if err != nil {
-					return out, scrubErr(err)
-				}
-				out = append(out, r)
-				if cfg.Log != nil {
-					fmt.Fprintf(cfg.Log, "%s %v x %d workers: %.0f events/s, efficiency %.3f, %v, elapsed %v\n", sink, l, c, r.EventsPerS, r.Efficiency, r.Latency, r.Elapsed.Round(time.Millisecond))
+					cfg.route = route
+					r, err := run(ctx, store, end, src, ep, cfg, sink, l, c)
+					if ctx.Err() != nil {
+						if r.Delivered > 0 {
+							out = append(out, r)
+						}
+						return out, fmt.Errorf("lab: deliver-bench interrupted: %w", context.Cause(ctx))
+					}
+					if err != nil {
+						return out, scrubErr(err)
+					}
+					out = append(out, r)
+					if cfg.Log != nil {
+						fmt.Fprintf(cfg.Log, "%s%s %v x %d workers: %.0f events/s, efficiency %.3f, %v, elapsed %v\n", routeLabel(route), sink, l, c, r.EventsPerS, r.Efficiency, r.Latency, r.Elapsed.Round(time.Millisecond))
+					}
 				}
 			}
 		}
@@ -257,17 +295,33 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
 	}
 	ep.reset(latency)
-	if src != nil {
-		s, err := Open(ctx, "memory:")
+	if cfg.route != "" {
+		res.Route = cfg.route
+		res.Store = SourceCDC + " " + cfg.route + " " + Redact(cfg.CDCURL)
+	}
+	var source delivery.Source
+	var direct *directRun
+	if cfg.route == RouteDirect {
+		dr, err := src.direct(ctx, name, res.Events)
 		if err != nil {
 			return res, err
 		}
-		defer s.Close()
-		store = s
-	}
-	sub, err := subscription.Open(ctx, store, subscription.Config{Name: name, Start: subscription.FromBeginning})
-	if err != nil {
-		return res, err
+		defer dr.close()
+		direct, source = dr, dr
+	} else {
+		if src != nil {
+			s, err := Open(ctx, "memory:")
+			if err != nil {
+				return res, err
+			}
+			defer s.Close()
+			store = s
+		}
+		sub, err := subscription.Open(ctx, store, subscription.Config{Name: name, Start: subscription.FromBeginning})
+		if err != nil {
+			return res, err
+		}
+		source = sub
 	}
 	var next delivery.Sink = ep.handler(latency)
 	if sinkKind == "http" {
@@ -285,11 +339,15 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 		sink.pace = newPaced(ctx, cfg.Rate, cfg.Duration)
 		defer sink.pace.stop()
 	}
-	d, err := delivery.New(sub, sink, delivery.Config{
+	dcfg := delivery.Config{
 		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
 		Retry:  delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if direct != nil {
+		dcfg.Parked = direct.parked
+	}
+	d, err := delivery.NewFromSource(source, sink, dcfg)
 	if err != nil {
 		return res, err
 	}
@@ -304,7 +362,12 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 		waitCtx, cancelWait = context.WithTimeout(ctx, cfg.Duration)
 	}
 	var werr error
-	if src != nil {
+	switch {
+	case direct != nil:
+		// The run ends when the dispatcher has delivered the last change
+		// the source read.
+		end, werr = direct.wait(waitCtx)
+	case src != nil:
 		// The capture runs beside the dispatcher; the run ends when the
 		// dispatcher has delivered what the capture appended last.
 		end, werr = src.capture(waitCtx, store, res.Events)
@@ -337,13 +400,19 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 	if now, ok := processCPU(); ok && res.Delivered > 0 {
 		res.CPUPerEvent = (now - cpu) / time.Duration(res.Delivered)
 	}
+	if direct != nil {
+		// The slot got the checkpoint: the source acknowledged for real.
+		res.Checkpoint = direct.src.Flushed().String()
+	}
 	sec := res.Elapsed.Seconds()
 	res.CommitsPerS = float64(res.Delivered) / float64(cfg.EventsPerTx) / sec
 	res.EventsPerS = float64(res.Delivered) / sec
 	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
 	res.Requests, res.OrderViolations = ep.requests.Load(), ep.violations.Load()
 	res.Retries, res.Parked = st.Retries, st.Parked
-	res.Checkpoint = st.Saved.String()
+	if res.Checkpoint == "" {
+		res.Checkpoint = st.Saved.String()
+	}
 	return res, nil
 }
 
@@ -609,14 +678,14 @@ func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 			t.write(&b)
 		}
 	}
-	lastL, lastSink := time.Duration(-1), ""
+	lastL, lastSink, lastStore := time.Duration(-1), "", ""
 	for _, r := range rs {
-		if r.SinkDelay != lastL || r.Sink != lastSink {
+		if r.SinkDelay != lastL || r.Sink != lastSink || r.Store != lastStore {
 			flush()
 			if lastSink != "" {
 				b.WriteString("\n")
 			}
-			lastL, lastSink = r.SinkDelay, r.Sink
+			lastL, lastSink, lastStore = r.SinkDelay, r.Sink, r.Store
 			fmt.Fprintf(&b, "%s sink, %v per request, ordering %s, %s commits x %d events over %s streams, store %s\n",
 				r.Sink, r.SinkDelay, r.Ordering, groupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), groupDigits(float64(r.Streams)), r.Store)
 			t = &textTable{header: append(append([]string{"WORKERS", "EVENTS/S", "EFFICIENCY"}, LatencyHead...),
@@ -674,4 +743,11 @@ func DeliverRows(rs []DeliverResult) []Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+func routeLabel(route string) string {
+	if route == "" {
+		return ""
+	}
+	return route + " "
 }

@@ -37,10 +37,11 @@ func logicalURL(t *testing.T) string {
 	return c.URL()
 }
 
-// TestDeliverBenchCDC runs a tiny matrix from captured writes and checks
-// that every change was delivered, in order per row, by every run (each
-// run captures the slot anew), and that the slot, publication and table
-// are gone afterwards; it measures nothing.
+// TestDeliverBenchCDC runs a tiny matrix from captured writes on both
+// routes and checks that every change was delivered, in order per row, by
+// every run (each run captures the slot, or a copy of it, anew), and that
+// the slots, publication and table are gone afterwards; it measures
+// nothing.
 func TestDeliverBenchCDC(t *testing.T) {
 	url := logicalURL(t)
 	ctx := context.Background()
@@ -48,21 +49,26 @@ func TestDeliverBenchCDC(t *testing.T) {
 		Transactions: 40, EventsPerTx: 3, Streams: 8, Seed: 1,
 		Latencies: []time.Duration{time.Millisecond}, Workers: []int{1, 4},
 		Ordering: delivery.PerStream, Sinks: []string{"http", "func"}, CheckpointInterval: 10 * time.Millisecond,
-		Source: SourceCDC, CDCURL: url,
+		Source: SourceCDC, CDCURL: url, CDCRoutes: []string{RouteDirect, RouteStore},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 4 {
-		t.Fatalf("%d results, want 4", len(rs))
+	if len(rs) != 8 {
+		t.Fatalf("%d results, want 8", len(rs))
 	}
+	routes := map[string]int{}
 	for _, r := range rs {
+		routes[r.Route]++
 		if r.Events != 120 || r.Delivered != 120 || r.Stopped != "budget" || r.Efficiency <= 0 || r.OrderViolations != 0 || r.Parked != 0 {
 			t.Errorf("result %+v", r)
 		}
 		if r.Sink == "http" && r.Requests != 120 {
 			t.Errorf("http: %d requests, want 120", r.Requests)
 		}
+	}
+	if routes[RouteDirect] != 4 || routes[RouteStore] != 4 {
+		t.Errorf("runs per route %v, want 4 each", routes)
 	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
