@@ -67,6 +67,10 @@ type Status struct {
 	// Head, on backends whose positions count events (memory, SQLite,
 	// NATS); -1 where they do not (PostgreSQL).
 	Lag int64
+	// LagTime is how long ago the first event after Position was
+	// appended, when Head was last looked at (at most once a second while
+	// catching up); 0 once Position reaches Head.
+	LagTime time.Duration
 	// Rate is the events handled per second over the last batches.
 	Rate float64
 	// Handled counts the events handled by this runner; Parked the events
@@ -333,7 +337,20 @@ func (r *Runner) run(ctx context.Context) error {
 			return fmt.Errorf("projection %q: %w", r.p.Name, err)
 		}
 		head, headAt = h, time.Now()
-		r.set(func(s *Status) { s.Head, s.Lag = h, lag(s.Position, h) })
+		r.mu.Lock()
+		pos := r.st.Position
+		r.mu.Unlock()
+		var age time.Duration
+		if pos.Less(h) {
+			page, err := r.store.ReadAllPage(ctx, pos, nil, varve.PageSize(1))
+			if err != nil {
+				return fmt.Errorf("projection %q: %w", r.p.Name, err)
+			}
+			if len(page.Events) > 0 {
+				age = max(time.Since(page.Events[0].RecordedAt), 0)
+			}
+		}
+		r.set(func(s *Status) { s.Head, s.Lag, s.LagTime = h, lag(s.Position, h), age })
 		return nil
 	}
 	if err := sample(); err != nil {
@@ -640,6 +657,9 @@ func (r *Runner) done(b Batch) {
 	defer r.mu.Unlock()
 	r.st.Position = b.Through
 	r.st.Lag = lag(b.Through, r.st.Head)
+	if !b.Through.Less(r.st.Head) {
+		r.st.LagTime = 0
+	}
 	r.st.Handled += int64(len(b.Events))
 	r.rateN += int64(len(b.Events))
 	if d := t.Sub(r.rateAt); r.rateAt.IsZero() || d >= time.Second {
