@@ -41,3 +41,71 @@ func (r *Runner) RunActive(ctx context.Context, holder string, ttl time.Duration
 	}
 	return nil
 }
+
+// checkpointName is the name of the runner's checkpoint: the version's,
+// or its segment's.
+func (r *Runner) checkpointName() string {
+	cp := CheckpointName(r.p.Name, r.p.Version)
+	if r.cfg.Segments > 1 {
+		return subscription.SegmentName(cp, r.cfg.Segment, r.cfg.Segments)
+	}
+	return cp
+}
+
+// RunSegmented runs the projection's version split into count segments
+// by the hash of the stream id across the processes that run it with
+// RunSegmented and the same count, as subscription.Segmented spreads a
+// subscription's: each segment has its own lease, checkpoint and runner
+// (this runner's projection and Config with Segment and Segments set),
+// and each stream's events are handled in order by one runner at a time.
+// Segmented runners do not promote and do not rebuild in place (see
+// [Config.Segments]); the segments' checkpoints are named after the
+// version's checkpoint with "/segment/<i>-of-<count>". Status reports
+// this runner, which runs nothing itself; [Runner.SegmentStatus] reports
+// the runners of the segments this process holds. It returns nil when ctx
+// ends, and otherwise the first error of a segment's run.
+//
+// The store's backend must keep leases and checkpoints, and the runner's
+// Config.Checkpoints must be nil.
+func (r *Runner) RunSegmented(ctx context.Context, holder string, count int, ttl time.Duration) error {
+	if r.cfg.Checkpoints != nil || r.cfg.Promote || r.cfg.Segments > 1 {
+		return fmt.Errorf("projection %q: run segmented: %w: Config.Checkpoints, Promote and Segments must be unset", r.p.Name, varve.ErrInvalidArgument)
+	}
+	lease := LeasePrefix + CheckpointName(r.p.Name, r.p.Version)
+	err := subscription.HoldSegments(ctx, r.store, lease, holder, count, ttl, func(ctx context.Context, i int, cps varve.CheckpointStore) error {
+		cfg := r.cfg
+		cfg.Segment, cfg.Segments, cfg.Checkpoints = i, count, cps
+		seg, err := NewRunner(r.store, r.p, cfg)
+		if err != nil {
+			return err
+		}
+		r.segMu.Lock()
+		if r.segs == nil {
+			r.segs = map[int]*Runner{}
+		}
+		r.segs[i] = seg
+		r.segMu.Unlock()
+		defer func() {
+			r.segMu.Lock()
+			delete(r.segs, i)
+			r.segMu.Unlock()
+		}()
+		return seg.Run(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("projection %q: run segmented: %w", r.p.Name, err)
+	}
+	return nil
+}
+
+// SegmentStatus returns the status of the runner of each segment that this
+// process holds under [Runner.RunSegmented], by segment.
+func (r *Runner) SegmentStatus() map[int]Status {
+	r.segMu.Lock()
+	defer r.segMu.Unlock()
+	out := make(map[int]Status, len(r.segs))
+	for i, seg := range r.segs {
+		out[i] = seg.Status()
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/projection"
 )
 
@@ -84,4 +85,73 @@ func TestRunActive(t *testing.T) {
 			t.Errorf("events by holder %v: want 30 by %q, then 30 by the other", by, first)
 		}
 	})
+}
+
+// TestRunSegmented runs one projection version in 4 segments over two
+// holders: each event is handled once, each stream in order; when one
+// holder stops, the other takes its segments from their checkpoints.
+func TestRunSegmented(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *varve.Store, base projection.Config) {
+		rec := newRecorder()
+		cfg := with(base, projection.Config{MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, ControlPoll: -1})
+		p := projection.Projection{Name: "ledger", Version: 1, Filter: varve.Filter{Categories: []string{"acct"}}, Handle: rec.handle}
+		runner := func() *projection.Runner {
+			r, err := projection.NewRunner(s, p, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if !s.Leases().Supported() {
+			if err := runner().RunSegmented(t.Context(), "a", 4, time.Second); !errors.Is(err, varve.ErrNotSupported) {
+				t.Fatalf("without leases: %v", err)
+			}
+			return
+		}
+		a, b := runner(), runner()
+		ctxA, stopA := context.WithCancel(t.Context())
+		ctxB, stopB := context.WithCancel(t.Context())
+		defer stopB()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		wg.Go(func() { errs <- a.RunSegmented(ctxA, "a", 4, time.Second) })
+		wg.Go(func() { errs <- b.RunSegmented(ctxB, "b", 4, time.Second) })
+		waitFor(t, "both holders to hold 2 segments", func() bool { return len(a.SegmentStatus()) == 2 && len(b.SegmentStatus()) == 2 })
+		ids := appendN(t, s, "acct", "Deposited", 40, 10)
+		waitFor(t, "40 events handled", func() bool { return rec.count() == 40 })
+		stopA()
+		waitFor(t, "b to hold every segment", func() bool { return len(b.SegmentStatus()) == 4 })
+		ids = append(ids, appendN(t, s, "acct", "Deposited", 40, 10)...)
+		waitFor(t, "80 events handled", func() bool { return rec.count() == 80 })
+		stopB()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.check(t, ids)
+	})
+}
+
+func TestSegmentedRunnerRefusals(t *testing.T) {
+	s := teststore.Kinds[0].Open(t, varve.Config{})
+	p := projection.Projection{Name: "x", Version: 1, Handle: func(context.Context, projection.Batch) error { return nil }}
+	for _, cfg := range []projection.Config{
+		{Segment: 4, Segments: 4},
+		{Segment: -1, Segments: 4},
+		{Segment: 0, Segments: 4, Promote: true},
+	} {
+		if _, err := projection.NewRunner(s, p, cfg); !errors.Is(err, varve.ErrInvalidArgument) {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+	r, err := projection.NewRunner(s, p, projection.Config{Promote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RunSegmented(t.Context(), "a", 4, time.Second); !errors.Is(err, varve.ErrInvalidArgument) {
+		t.Errorf("segmented with Promote: %v", err)
+	}
 }

@@ -33,6 +33,16 @@
 // rebuild in place instead: its Reset empties the read model, then it
 // replays the log (with downtime of that read model).
 //
+// # Several processes
+//
+// [Runner.RunActive] runs a version in one process at a time of those that
+// run it (a lease with fenced checkpoints; the others take over when it
+// dies). [Runner.RunSegmented] splits a version into segments by the hash
+// of the stream id and spreads them over the processes, a runner per
+// segment, moving segments when processes join or leave; each stream's
+// events stay in order. Segmented runners do not promote or rebuild in
+// place ([Config.Segments]).
+//
 // # Control and status in the store
 //
 // A runner's [Status] lives in its process. What outlives it is in the

@@ -113,6 +113,14 @@ type Config struct {
 	// process memory on a backend without them. A projection with a
 	// CommitFunc needs the store's own.
 	Checkpoints varve.CheckpointStore
+	// Segments, when more than 1, makes the runner handle only the events
+	// of the streams in segment Segment (0..Segments-1, by
+	// subscription.SegmentOf), with a checkpoint and an origin of its own;
+	// [Runner.RunSegmented] runs a runner per segment held. A segmented
+	// runner does not promote (Promote is refused) and does not rebuild in
+	// place (a rebuild request is recorded as its LastError): one Reset per
+	// segment would empty the whole read model.
+	Segment, Segments int
 	// ControlPoll is how often the runner reads the projection's control
 	// stream for the requests of [Pause], [Resume] and [Rebuild] (what
 	// `varve projections` writes); default 1s, negative to ignore them.
@@ -146,6 +154,10 @@ type Runner struct {
 	live     chan struct{}
 	liveOnce sync.Once
 
+	// The runners of the segments this process holds (RunSegmented).
+	segMu sync.Mutex
+	segs  map[int]*Runner
+
 	// Following the control stream; only Run's goroutine uses these.
 	ctrlAt     time.Time
 	extPaused  bool          // paused by the control stream
@@ -176,6 +188,9 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 	}
 	if cfg.ControlPoll == 0 {
 		cfg.ControlPoll = DefaultControlPoll
+	}
+	if cfg.Segments > 1 && (cfg.Segments > subscription.MaxSegments || cfg.Segment < 0 || cfg.Segment >= cfg.Segments || cfg.Promote) {
+		return nil, fmt.Errorf("projection %q: %w: segment %d of %d (at most %d, without Promote)", p.Name, varve.ErrInvalidArgument, cfg.Segment, cfg.Segments, subscription.MaxSegments)
 	}
 	cps := cfg.Checkpoints
 	if cps == nil {
@@ -246,7 +261,7 @@ func (r *Runner) set(f func(*Status)) {
 // origin returns the head of the log when this version first started:
 // the events up to it are a replay. It is saved beside the checkpoint.
 func (r *Runner) origin(ctx context.Context) (varve.Position, error) {
-	name := originName(r.p.Name, r.p.Version)
+	name := r.checkpointName() + "-origin"
 	pos, ok, err := r.cps.LoadCheckpoint(ctx, name)
 	if err != nil || ok {
 		return pos, err
@@ -307,7 +322,9 @@ func (r *Runner) run(ctx context.Context) error {
 		return fmt.Errorf("projection %q: origin: %w", r.p.Name, err)
 	}
 	sc := subscription.Config{
-		Name:           CheckpointName(r.p.Name, r.p.Version),
+		Name:           r.checkpointName(),
+		Segment:        r.cfg.Segment,
+		Segments:       r.cfg.Segments,
 		Categories:     r.p.Filter.Categories,
 		EventTypes:     r.p.Filter.Types,
 		StreamPrefixes: r.p.Filter.StreamPrefixes,
@@ -521,6 +538,13 @@ func (r *Runner) followControl(ctx context.Context, now bool) error {
 // is done. A crash on the way leaves req undone, to be carried out again:
 // Reset must be idempotent.
 func (r *Runner) rebuild(ctx context.Context, req varve.Version) error {
+	if r.cfg.Segments > 1 {
+		r.rebuilt = req
+		r.set(func(s *Status) {
+			s.LastError = fmt.Sprintf("rebuild of version %d requested, but a segmented runner does not rebuild in place", r.p.Version)
+		})
+		return nil
+	}
 	if r.p.Reset == nil {
 		r.rebuilt = req
 		r.set(func(s *Status) {
@@ -671,7 +695,7 @@ func (r *Runner) done(b Batch) {
 }
 
 func (r *Runner) once(ctx context.Context, b Batch) error {
-	name := CheckpointName(r.p.Name, r.p.Version)
+	name := r.checkpointName()
 	if r.p.Commit != nil {
 		return r.p.Commit(ctx, name, b)
 	}
@@ -688,7 +712,7 @@ func (r *Runner) once(ctx context.Context, b Batch) error {
 func (r *Runner) save(ctx context.Context, pos varve.Position) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.cps.SaveCheckpoint(sctx, CheckpointName(r.p.Name, r.p.Version), pos); err != nil {
+	if err := r.cps.SaveCheckpoint(sctx, r.checkpointName(), pos); err != nil {
 		return fmt.Errorf("projection %q: save checkpoint: %w", r.p.Name, err)
 	}
 	return nil

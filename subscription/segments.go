@@ -36,10 +36,10 @@ func SegmentName(name string, i, count int) string {
 	return name + "/segment/" + strconv.Itoa(i) + "-of-" + strconv.Itoa(count)
 }
 
-// memberPrefix begins the names of the membership leases of a segmented
-// subscription: one per process that runs it, named after its holder.
-func memberPrefix(name string, count int) string {
-	return LeasePrefix + name + "/member-of-" + strconv.Itoa(count) + "/"
+// memberPrefix begins the names of the membership leases of the segments
+// under lease: one per process that holds them, named after its holder.
+func memberPrefix(lease string, count int) string {
+	return lease + "/member-of-" + strconv.Itoa(count) + "/"
 }
 
 // Segmented runs a subscription split into count segments by the hash of
@@ -83,7 +83,39 @@ func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder strin
 	if err := checkConfig(&cfg, store); err != nil {
 		return fmt.Errorf("subscription %q: segmented: %w", cfg.Name, err)
 	}
-	g := &group{store: store, cfg: cfg, holder: holder, count: count, ttl: ttl, every: ttl / 3, work: work,
+	err := HoldSegments(ctx, store, LeasePrefix+cfg.Name, holder, count, ttl, func(ctx context.Context, i int, cps varve.CheckpointStore) error {
+		cfg := cfg
+		cfg.Name = SegmentName(cfg.Name, i, count)
+		cfg.Segment, cfg.Segments = i, count
+		cfg.Checkpoints = cps
+		sub, err := Open(ctx, store, cfg)
+		if err != nil {
+			return err
+		}
+		return work(ctx, i, sub)
+	})
+	if err != nil {
+		return fmt.Errorf("subscription %q: segmented: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// HoldSegments spreads count segments, each held under the lease
+// "<lease>/segment/<i>-of-<count>", over the processes that call it with
+// the same lease and count, as [Segmented] does, and calls work for each
+// segment this process holds with a checkpoint store fenced by that
+// segment's lease (see [Hold]). [Segmented] is HoldSegments over
+// subscriptions; package projection runs a segmented projection's runners
+// with it. It returns nil when ctx ends, after stopping the work and
+// releasing the leases, and otherwise the first error of a segment's work.
+func HoldSegments(ctx context.Context, store *varve.Store, lease, holder string, count int, ttl time.Duration, work func(ctx context.Context, segment int, cps varve.CheckpointStore) error) error {
+	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() {
+		return fmt.Errorf("hold segments of %q: the store must keep leases and checkpoints: %w", lease, varve.ErrNotSupported)
+	}
+	if count < 1 || count > MaxSegments || ttl < varve.MinLeaseTTL || ttl > varve.MaxLeaseTTL {
+		return fmt.Errorf("hold segments of %q: %w: %d segments (1..%d), lease ttl %s", lease, varve.ErrInvalidArgument, count, MaxSegments, ttl)
+	}
+	g := &group{store: store, lease: lease, holder: holder, count: count, ttl: ttl, every: ttl / 3, work: work,
 		running: map[int]*segmentRun{}, ended: make(chan int, count)}
 	return g.run(ctx)
 }
@@ -113,7 +145,7 @@ func SegmentStatus(ctx context.Context, store *varve.Store, name string, count i
 	if store == nil || count < 1 || count > MaxSegments {
 		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, varve.ErrInvalidArgument)
 	}
-	ms, err := store.Leases().List(ctx, memberPrefix(name, count))
+	ms, err := store.Leases().List(ctx, memberPrefix(LeasePrefix+name, count))
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
 	}
@@ -143,11 +175,11 @@ func SegmentStatus(ctx context.Context, store *varve.Store, name string, count i
 // group is one process's part of a segmented subscription.
 type group struct {
 	store       *varve.Store
-	cfg         Config
+	lease       string // the segments' leases are under it
 	holder      string
 	count       int
 	ttl, every  time.Duration
-	work        func(context.Context, int, *Subscription) error
+	work        func(context.Context, int, varve.CheckpointStore) error
 	running     map[int]*segmentRun
 	ended       chan int // a segment's run returned
 	wg          sync.WaitGroup
@@ -206,7 +238,7 @@ func (g *group) run(ctx context.Context) error {
 			return err
 		}
 		if err != nil {
-			return fmt.Errorf("subscription %q: segmented: %w", g.cfg.Name, err)
+			return err
 		}
 		t := time.NewTimer(g.every)
 		select {
@@ -223,7 +255,7 @@ func (g *group) run(ctx context.Context) error {
 // this process's share.
 func (g *group) balance(ctx context.Context, member *varve.Lease) error {
 	leases := g.store.Leases()
-	prefix := memberPrefix(g.cfg.Name, g.count)
+	prefix := memberPrefix(g.lease, g.count)
 	m, err := leases.Acquire(ctx, prefix+g.holder, g.holder, g.ttl)
 	if err != nil {
 		if errors.Is(err, varve.ErrLeaseHeld) {
@@ -251,7 +283,7 @@ func (g *group) balance(ctx context.Context, member *varve.Lease) error {
 	if len(g.running) == share {
 		return nil
 	}
-	held, err := leases.List(ctx, LeasePrefix+g.cfg.Name+"/segment/")
+	held, err := leases.List(ctx, g.lease+"/segment/")
 	if err != nil {
 		return err
 	}
@@ -267,7 +299,7 @@ func (g *group) balance(ctx context.Context, member *varve.Lease) error {
 			break
 		}
 		i := (first + j) % g.count
-		name := LeasePrefix + SegmentName(g.cfg.Name, i, g.count)
+		name := g.lease + "/segment/" + strconv.Itoa(i) + "-of-" + strconv.Itoa(g.count)
 		if g.running[i] != nil || taken[name] {
 			continue
 		}
@@ -295,20 +327,11 @@ func (g *group) startSegment(ctx context.Context, i int, l varve.Lease) {
 	sctx, stop := context.WithCancel(ctx)
 	r := &segmentRun{stop: stop, done: make(chan struct{})}
 	g.running[i] = r
-	cfg := g.cfg
-	cfg.Name = SegmentName(g.cfg.Name, i, g.count)
-	cfg.Segment, cfg.Segments = i, g.count
 	g.wg.Go(func() {
 		defer close(r.done)
 		defer stop()
 		lost, err := runHolding(sctx, g.store, l, g.ttl, g.every, func(ctx context.Context, cps varve.CheckpointStore) error {
-			cfg := cfg
-			cfg.Checkpoints = cps
-			sub, err := Open(ctx, g.store, cfg)
-			if err != nil {
-				return err
-			}
-			return g.work(ctx, i, sub)
+			return g.work(ctx, i, cps)
 		})
 		if !lost {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runSaveTimeout)
