@@ -109,3 +109,16 @@ func (r *Runner) SegmentStatus() map[int]Status {
 	}
 	return out
 }
+
+// SegmentHolders says which processes run version of projection name
+// segmented in count segments, in holder order, and who holds each
+// segment with its checkpoint: the status across processes of
+// [Runner.RunSegmented].
+func SegmentHolders(ctx context.Context, store *varve.Store, name string, version, count int) (members []string, segments []subscription.SegmentHolder, err error) {
+	cp := CheckpointName(name, version)
+	members, segments, err = subscription.HeldSegments(ctx, store, LeasePrefix+cp, cp, count)
+	if err != nil {
+		return nil, nil, fmt.Errorf("projection %q: segment holders: %w", name, err)
+	}
+	return members, segments, nil
+}

@@ -121,6 +121,18 @@ func TestRunSegmented(t *testing.T) {
 		waitFor(t, "40 events handled", func() bool { return rec.count() == 40 })
 		stopA()
 		waitFor(t, "b to hold every segment", func() bool { return len(b.SegmentStatus()) == 4 })
+		members, segs, err := projection.SegmentHolders(t.Context(), s, "ledger", 1, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(members) != 1 || members[0] != "b" || len(segs) != 4 {
+			t.Fatalf("holders after a stopped: members %v, %d segments", members, len(segs))
+		}
+		for _, sh := range segs {
+			if sh.Holder != "b" || !sh.CheckpointOK {
+				t.Errorf("segment %d: %+v", sh.Segment, sh)
+			}
+		}
 		ids = append(ids, appendN(t, s, "acct", "Deposited", 40, 10)...)
 		waitFor(t, "80 events handled", func() bool { return rec.count() == 80 })
 		stopB()

@@ -142,30 +142,41 @@ type SegmentHolder struct {
 // SegmentStatus says which processes run the segmented subscription name
 // of count segments, in holder order, and who holds each segment.
 func SegmentStatus(ctx context.Context, store *varve.Store, name string, count int) (members []string, segments []SegmentHolder, err error) {
-	if store == nil || count < 1 || count > MaxSegments {
-		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, varve.ErrInvalidArgument)
-	}
-	ms, err := store.Leases().List(ctx, memberPrefix(LeasePrefix+name, count))
+	members, segments, err = HeldSegments(ctx, store, LeasePrefix+name, name, count)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
+	}
+	return members, segments, nil
+}
+
+// HeldSegments says which processes hold the count segments under lease
+// (see [HoldSegments]), in holder order, and who holds each segment, with
+// the checkpoint of segment i read under SegmentName(checkpoint, i,
+// count).
+func HeldSegments(ctx context.Context, store *varve.Store, lease, checkpoint string, count int) (members []string, segments []SegmentHolder, err error) {
+	if store == nil || count < 1 || count > MaxSegments {
+		return nil, nil, fmt.Errorf("held segments of %q: %w", lease, varve.ErrInvalidArgument)
+	}
+	ms, err := store.Leases().List(ctx, memberPrefix(lease, count))
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, m := range ms {
 		members = append(members, m.Holder)
 	}
-	held, err := store.Leases().List(ctx, LeasePrefix+name+"/segment/")
+	held, err := store.Leases().List(ctx, lease+"/segment/")
 	if err != nil {
-		return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
+		return nil, nil, err
 	}
 	byName := map[string]varve.Lease{}
 	for _, l := range held {
 		byName[l.Name] = l
 	}
 	for i := range count {
-		sn := SegmentName(name, i, count)
-		l := byName[LeasePrefix+sn]
+		l := byName[lease+"/segment/"+strconv.Itoa(i)+"-of-"+strconv.Itoa(count)]
 		s := SegmentHolder{Segment: i, Holder: l.Holder, Token: l.Token, Expires: l.Expires}
-		if s.Checkpoint, s.CheckpointOK, err = store.Checkpoints().Load(ctx, sn); err != nil {
-			return nil, nil, fmt.Errorf("subscription %q: segment status: %w", name, err)
+		if s.Checkpoint, s.CheckpointOK, err = store.Checkpoints().Load(ctx, SegmentName(checkpoint, i, count)); err != nil {
+			return nil, nil, err
 		}
 		segments = append(segments, s)
 	}
