@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/url"
 	"os"
@@ -22,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/testenv"
 	"github.com/varve-go/varve/open"
 	"github.com/varve-go/varve/subscription"
@@ -29,20 +32,26 @@ import (
 
 const killedSegments, killedTTL = 6, 2 * time.Second
 
-// segmentedChild runs the segmented subscription "killed" and logs each
-// event it handles with the run that handled it (process id and the count
-// of segment holds in that process).
+// segmentedChild runs a segmented delivery "killed": a dispatcher per
+// segment held, delivering 4 at a time in per-stream order to a sink that
+// logs each event with the run that delivered it (process id and the
+// count of segment holds in that process).
 func segmentedChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	pid := os.Getpid()
 	var runs atomic.Int64
 	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return subscription.Segmented(ctx, s, cfg, fmt.Sprint("pid-", pid), killedSegments, killedTTL, func(ctx context.Context, segment int, sub *subscription.Subscription) error {
 		run := fmt.Sprintf("%d.%d", pid, runs.Add(1))
-		return sub.Run(ctx, func(_ context.Context, e varve.RecordedEvent) error {
+		d, err := delivery.New(sub, delivery.SinkFunc(func(_ context.Context, dl delivery.Delivery) error {
 			// One write(2) of a short line: whole or not at all.
-			_, err := fmt.Fprintf(log, "%s %d %s %d\n", run, segment, e.Stream, e.Version)
+			_, err := fmt.Fprintf(log, "%s %d %s %d\n", run, segment, dl.Event.Stream, dl.Event.Version)
 			return err
-		})
+		}), delivery.Config{Concurrency: 4, CheckpointInterval: 50 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			return err
+		}
+		return d.Run(ctx)
 	})
 }
 
@@ -97,7 +106,7 @@ func killStoreURLs(t *testing.T) map[string]string {
 	return urls
 }
 
-// TestSegmentedKilled runs a subscription of 6 segments in 3 processes on
+// TestSegmentedKilled runs a delivery of 6 segments in 3 processes on
 // PostgreSQL, NATS and SQLite (one file shared by the processes) while
 // events are appended, and kills one process with SIGKILL every 100-400
 // ms (at least 20 kills per backend), starting another in its place. At
