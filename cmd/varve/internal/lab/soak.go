@@ -153,24 +153,17 @@ type RecordedSample struct {
 	Counts soakcore.Counts `json:"counts"`
 }
 
-// ceilingAt returns the ceiling at the latest of samples with the highest
-// live heap, live holding the events there: the monitor's last sample may
-// come after the stop, with the heap collected since.
+// ceilingAt returns the ceiling at the last of samples, live holding the
+// events there.
 func ceilingAt(samples []MemSample, live int64) *Ceiling {
 	if len(samples) == 0 {
 		return nil
 	}
-	i := 0
-	for j, m := range samples {
-		if m.HeapLive >= samples[i].HeapLive {
-			i = j
-		}
-	}
-	top := samples[i]
-	c := &Ceiling{At: top.At, HeapLive: top.HeapLive, HeapAlloc: top.HeapAlloc, Sys: top.Sys, RSS: top.RSS, LiveEvents: live}
-	if i > 0 {
-		if d := top.At - samples[i-1].At; d > 0 {
-			c.Rate = float64(top.Ops-samples[i-1].Ops) / d.Seconds()
+	last := samples[len(samples)-1]
+	c := &Ceiling{At: last.At, HeapLive: last.HeapLive, HeapAlloc: last.HeapAlloc, Sys: last.Sys, RSS: last.RSS, LiveEvents: live}
+	if n := len(samples); n > 1 {
+		if d := last.At - samples[n-2].At; d > 0 {
+			c.Rate = float64(last.Ops-samples[n-2].Ops) / d.Seconds()
 		}
 	}
 	return c

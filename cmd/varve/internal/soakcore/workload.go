@@ -182,16 +182,24 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 		wg.Go(func() { k.prune(runCtx) })
 	}
 	var stopReason atomic.Pointer[string]
+	var stoppedAt time.Duration // the sample that reached the limit; Monitor calls back on this goroutine
 	res.Samples = Monitor(runCtx, cfg.Interval, k.ops.Load, func(m MemSample) {
 		if cfg.Sample != nil {
 			cfg.Sample(m, k.counts())
 		}
-		if cfg.Mode == Discovery && cfg.MemoryLimit > 0 && m.HeapLive >= uint64(cfg.MemoryLimit)*9/10 {
+		if cfg.Mode == Discovery && cfg.MemoryLimit > 0 && m.HeapLive >= uint64(cfg.MemoryLimit)*9/10 && stopReason.Load() == nil {
 			r := fmt.Sprintf("live heap %s reached 90%% of the memory limit %s after %s", MiB(m.HeapLive), MiB(uint64(cfg.MemoryLimit)), m.At.Round(time.Second))
 			stopReason.Store(&r)
+			stoppedAt = m.At
 			stop()
 		}
 	})
+	// A discovery run that reached the limit ends at that sample: the
+	// monitor's last one, taken after the stop, may find the heap already
+	// collected, and would report a ceiling below the limit.
+	for stopReason.Load() != nil && len(res.Samples) > 1 && res.Samples[len(res.Samples)-1].At > stoppedAt {
+		res.Samples = res.Samples[:len(res.Samples)-1]
+	}
 	wg.Wait()
 	res.Elapsed = time.Since(began)
 	if r := stopReason.Load(); r != nil {
