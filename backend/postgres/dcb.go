@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/varve-go/varve"
 )
@@ -40,6 +41,12 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 	if err != nil {
 		return varve.AppendResult{}, err
 	}
+	if b.version >= taggedFastSince {
+		res, ok, err := b.appendTaggedFast(ctx, req, qargs)
+		if ok || err != nil {
+			return res, err
+		}
+	}
 	sql := b.appendTaggedSQL()
 	for attempt := 0; ; attempt++ {
 		var first, last, tx, seq, hitTx, hitSeq *int64
@@ -59,6 +66,32 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 		}
 		return varve.AppendResult{}, b.mapError(ctx, req.Stream, req.Expected, err)
 	}
+}
+
+// taggedFastSince is the schema version from which the schema has
+// append_tagged_fast (migration 10).
+const taggedFastSince = 10
+
+// appendTaggedFast tries append_tagged_fast: ok reports that it decided
+// the append (committed it, or refused it on the condition); otherwise
+// append_tagged decides.
+func (b *Backend) appendTaggedFast(ctx context.Context, req varve.AppendRequest, qargs []any) (varve.AppendResult, bool, error) {
+	var first, last, tx, seq, hitTx, hitSeq *int64
+	b.requests.Add(1)
+	err := b.pool.QueryRow(ctx, `SELECT o_first, o_last, o_tx, o_seq, o_hit_tx, o_hit_seq FROM `+b.schema+
+		`.append_tagged_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, qargs...).Scan(&first, &last, &tx, &seq, &hitTx, &hitSeq)
+	var pg *pgconn.PgError
+	switch {
+	case err == nil && hitTx != nil:
+		return varve.AppendResult{}, true, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*hitTx), Seq: uint64(*hitSeq)}}
+	case err == nil && first != nil:
+		b.committed()
+		return varve.AppendResult{FirstVersion: varve.Version(*first), LastVersion: varve.Version(*last),
+			Position: varve.Position{Commit: uint64(*tx), Seq: uint64(*seq)}}, true, nil
+	case err == nil, errors.As(err, &pg) && (pg.Code == codeUnique || pg.Code == codeDeadlock):
+		return varve.AppendResult{}, false, nil // declined: append_tagged decides
+	}
+	return varve.AppendResult{}, true, b.mapError(ctx, req.Stream, req.Expected, err)
 }
 
 func (b *Backend) appendTaggedSQL() string {
