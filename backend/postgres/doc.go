@@ -58,20 +58,26 @@
 // one by one); the append function takes it first. Writers share the lock,
 // so they never wait for each other.
 //
-// H (all_horizon, migration 5) is the smallest of S's xmax and of the ids
-// that S sees running, leaving out each id that the lock table, read after S
-// in the same statement, shows held (the ExclusiveLock a transaction takes
-// on its own id) by a transaction without the writer lock. When S sees no id
-// running below its xmax, H is xmax and the lock table is not read.
+// H (all_horizon, migrations 5 and 11) is the smallest of S's xmax and of
+// the ids that S sees running, leaving out each id that the lock table, read
+// after S in the same statement, shows held (the ExclusiveLock a transaction
+// takes on its own id) by a process that does not hold the writer lock. When
+// S sees no id running below its xmax, H is xmax and the lock table is not
+// read. The two locks are matched by the holder's process id, which does not
+// change while it holds them; migration 5 matched them by virtual
+// transaction id, which a committing transaction clears before it releases
+// its locks and which the lock table copies entry by entry, so a writer that
+// committed just after S could show two different ones and be taken for a
+// non-writer (a reader at the head of $all then skipped it; TestHorizonAtHead).
 //
 // No event can later appear below H. Take a writer W with id T < H. If W
 // got T after S was taken, T >= xmax(S) >= H. So W got T before S; if S saw
 // W running, T was left out: the lock table showed T's lock held without the
 // writer lock. But W took the writer lock before T existed and keeps it
 // until T's lock is gone (PostgreSQL releases transaction-level advisory
-// locks after all others at commit and abort), and the lock table is read as
-// one consistent picture (under all its partition locks), so W held both in
-// it: a contradiction. Hence W had ended before S, and its rows are in S or
+// locks after all others at commit and abort), and which locks are held is
+// read as one consistent picture (under all the lock table's partition
+// locks), so W's process held both in it: a contradiction. Hence W had ended before S, and its rows are in S or
 // never will be. A reader that resumes after the last event of a page misses
 // nothing. The cases the rule does not decide count as writers and only hold
 // $all back until the next read: a transaction that ended between S and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +336,96 @@ func TestCancelWhileLocked(t *testing.T) {
 	_, err = b.StreamInfo(context.Background(), stream)
 	if !errors.Is(err, varve.ErrStreamNotFound) {
 		t.Fatalf("the cancelled append was written after all: stream info %v", err)
+	}
+}
+
+// TestHorizonAtHead follows $all at its head with the read that ReadAll
+// makes (the rows after a position and below all_horizon, one statement)
+// while writers commit as fast as they can, and checks that no
+// acknowledged transaction is ever passed over: the first read whose
+// horizon is above a transaction's id returns its rows. With the writer
+// lock matched by virtual transaction id (migration 5), a writer that
+// committed just after the read's snapshot was taken for a non-writer
+// about once a second here.
+func TestHorizonAtHead(t *testing.T) {
+	cfg := config(t, testSchema+"_head")
+	s, err := varve.New(open(t, cfg), varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn := testConn(t, cfg.ConnString)
+	schema := pgx.Identifier{cfg.Schema}.Sanitize()
+	ctx, stop := context.WithTimeout(context.Background(), 6*time.Second)
+	defer stop()
+
+	var mu sync.Mutex
+	acked := map[int64]bool{}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				evs := make([]varve.Event, 1+(i*7+w)%20)
+				for j := range evs {
+					evs[j] = varve.NewEvent("head", nil)
+				}
+				res, err := s.Append(ctx, fmt.Sprintf("head-%d", (i+w)%20), varve.Any, evs...)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("append: %v", err)
+					}
+					return
+				}
+				mu.Lock()
+				acked[int64(res.Position.Commit)] = true
+				mu.Unlock()
+			}
+		}()
+	}
+
+	// Each read returns the transactions of [lo, h), lo the highest
+	// horizon before it.
+	type read struct {
+		lo, h int64
+		txs   map[int64]bool
+	}
+	var reads []read
+	var lo int64
+	q := `WITH hz AS MATERIALIZED (SELECT ` + schema + `.all_horizon() AS h)
+SELECT hz.h, (SELECT array_agg(DISTINCT e.tx) FROM ` + schema + `.events e WHERE e.tx >= $1 AND e.tx < hz.h) FROM hz`
+	for ctx.Err() == nil {
+		var h int64
+		var txs []int64
+		if err := conn.QueryRow(context.Background(), q, lo).Scan(&h, &txs); err != nil {
+			t.Fatal(err)
+		}
+		r := read{lo: lo, h: h, txs: make(map[int64]bool, len(txs))}
+		for _, x := range txs {
+			r.txs[x] = true
+		}
+		reads = append(reads, r)
+		lo = max(lo, h)
+	}
+	wg.Wait()
+
+	checked, missed := 0, 0
+	for x := range acked {
+		i := sort.Search(len(reads), func(i int) bool { return max(reads[i].lo, reads[i].h) > x }) // the first read through x
+		if i == len(reads) {
+			continue // acknowledged after the last read
+		}
+		checked++
+		if !reads[i].txs[x] {
+			missed++
+			if missed <= 3 {
+				t.Errorf("transaction %d: the read of [%d, %d) did not return it, and no later read covers it", x, reads[i].lo, reads[i].h)
+			}
+		}
+	}
+	t.Logf("%d reads; %d of %d acknowledged transactions checked, %d passed over", len(reads), checked, len(acked), missed)
+	if checked == 0 {
+		t.Fatal("no acknowledged transaction was below a read's horizon")
 	}
 }
