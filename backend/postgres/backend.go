@@ -156,6 +156,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		horizon = writersHorizon(b.schema)
 	}
 	b.sql = newQueries(b.schema, horizon, b.version)
+	if b.version >= taggedFastSince {
+		b.sql.taggedLocks, b.sql.taggedAppend = taggedStatements(newExpander(b.schema, b.seed))
+	}
 	if !cfg.NoNotify {
 		b.wg.Add(1)
 		go b.notifier()

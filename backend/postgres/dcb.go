@@ -41,7 +41,12 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 	if err != nil {
 		return varve.AppendResult{}, err
 	}
-	if b.version >= taggedFastSince {
+	if b.sql.taggedAppend != "" && pipelinable(cond) {
+		res, ok, err := b.appendTaggedPipelined(ctx, req, qargs)
+		if ok || err != nil {
+			return res, err
+		}
+	} else if b.version >= taggedFastSince {
 		res, ok, err := b.appendTaggedFast(ctx, req, qargs)
 		if ok || err != nil {
 			return res, err
@@ -92,6 +97,126 @@ func (b *Backend) appendTaggedFast(ctx context.Context, req varve.AppendRequest,
 		return varve.AppendResult{}, false, nil // declined: append_tagged decides
 	}
 	return varve.AppendResult{}, true, b.mapError(ctx, req.Stream, req.Expected, err)
+}
+
+// pipelinable reports whether the pipelined tagged append can take a
+// condition: one whose every item names a tag, so that its locks are on
+// tags. A condition over types alone, or over everything, takes the
+// schema's writer lock exclusively, which append_tagged_fast does.
+func pipelinable(cond *varve.AppendCondition) bool {
+	if cond == nil {
+		return true
+	}
+	items := cond.FailIfEventsMatch.Items
+	for _, it := range items {
+		if len(it.Tags) == 0 {
+			return false
+		}
+	}
+	return len(items) > 0
+}
+
+// appendTaggedPipelined is append_tagged_fast without the function: two
+// statements sent together and run in one implicit transaction (one
+// round trip, no BEGIN). The first takes the same advisory locks in the
+// same order (before the transaction has an id); the second, whose
+// snapshot is taken after them, checks for a retry and the condition and
+// appends in one statement, as the function's last three statements do.
+// ok reports that it decided the append (committed it, or refused it on
+// the condition); otherwise append_tagged decides.
+func (b *Backend) appendTaggedPipelined(ctx context.Context, req varve.AppendRequest, qargs []any) (varve.AppendResult, bool, error) {
+	var batch pgx.Batch
+	batch.Queue(b.sql.taggedLocks, qargs[8], qargs[7])
+	batch.Queue(b.sql.taggedAppend, qargs...)
+	b.requests.Add(1)
+	br := b.pool.SendBatch(ctx, &batch)
+	_, err := br.Exec()
+	var first, last, tx, seq, hitTx, hitSeq *int64
+	if err == nil {
+		err = br.QueryRow().Scan(&first, &last, &tx, &seq, &hitTx, &hitSeq)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pg *pgconn.PgError
+	switch {
+	case err == nil && hitTx != nil:
+		return varve.AppendResult{}, true, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*hitTx), Seq: uint64(*hitSeq)}}
+	case err == nil && first != nil:
+		b.committed()
+		return varve.AppendResult{FirstVersion: varve.Version(*first), LastVersion: varve.Version(*last),
+			Position: varve.Position{Commit: uint64(*tx), Seq: uint64(*seq)}}, true, nil
+	case err == nil, errors.As(err, &pg) && (pg.Code == codeUnique || pg.Code == codeDeadlock):
+		return varve.AppendResult{}, false, nil // declined: append_tagged decides
+	}
+	return varve.AppendResult{}, true, b.mapError(ctx, req.Stream, req.Expected, err)
+}
+
+// taggedStatements returns the two statements of the pipelined tagged
+// append. The locks: an exclusive one on the first tag of each item of the
+// condition ($1) and a shared one on each tag of the events ($2), hashed
+// as append_tagged hashes them, taken in the order of their keys (the
+// subquery's order, which OFFSET 0 keeps from being flattened away). The
+// append: the arguments of append_tagged_fast; it returns the append's
+// versions and position, or the first match of the condition after the
+// given position, or nothing (a first id already in the stream, a wrong
+// expected version, a deleted or tombstoned stream, a writer in between).
+func taggedStatements(x expander) (locks, appendSQL string) {
+	locks = x.fill(`SELECT CASE WHEN l.x THEN pg_advisory_xact_lock(l.h)::text ELSE pg_advisory_xact_lock_shared(l.h)::text END
+FROM (
+    SELECT k.h, bool_or(k.x) AS x FROM (
+        SELECT hashtextextended('tag:' || (it -> 'tags' ->> 0), __SEED__) AS h, true AS x
+          FROM jsonb_array_elements(coalesce($1::jsonb, '[]')) it
+        UNION ALL
+        SELECT hashtextextended('tag:' || t, __SEED__), false
+          FROM jsonb_array_elements($2::jsonb) ts, jsonb_array_elements_text(ts) t
+    ) k GROUP BY k.h ORDER BY k.h OFFSET 0
+) l`)
+	appendSQL = x.fill(`WITH dup AS (
+    SELECT FROM __SCHEMA__.events e WHERE e.stream = $1::text AND e.id = ($3::uuid[])[1]
+), hit AS (
+    SELECT h.tx, h.seq FROM jsonb_array_elements($9::jsonb) it
+    CROSS JOIN LATERAL (
+        SELECT t.tx, t.seq FROM __SCHEMA__.event_tags t
+        CROSS JOIN LATERAL (
+            SELECT FROM __SCHEMA__.events e
+             WHERE e.tx = t.tx AND e.seq = t.seq
+               AND (jsonb_array_length(coalesce(it -> 'types', '[]')) = 0
+                    OR e.type IN (SELECT jsonb_array_elements_text(it -> 'types')))
+               AND e.tags @> ARRAY(SELECT jsonb_array_elements_text(it -> 'tags'))
+            OFFSET 0
+        ) m
+        WHERE t.tag = it -> 'tags' ->> 0 AND (t.tx, t.seq) > ($10::bigint, $11::bigint)
+        ORDER BY t.tx, t.seq
+        LIMIT 1
+    ) h
+    WHERE NOT EXISTS (SELECT FROM dup)
+    ORDER BY h.tx, h.seq
+    LIMIT 1
+), cur AS (
+    SELECT st.version, st.xmin AS x FROM __SCHEMA__.streams st WHERE st.stream = $1::text
+), up AS (
+    INSERT INTO __SCHEMA__.streams AS st (stream, version)
+    SELECT $1, v + cardinality($3::uuid[]) FROM (SELECT coalesce((SELECT version FROM cur), 0) AS v) c
+     WHERE ($2::bigint = -1 OR ($2::bigint = -2 AND v > 0) OR $2::bigint = v)
+       AND NOT EXISTS (SELECT FROM dup) AND NOT EXISTS (SELECT FROM hit)
+    ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version, updated_at = now()
+     WHERE st.xmin = (SELECT x FROM cur) AND NOT st.deleted AND NOT st.tombstoned
+    RETURNING st.version
+), ins AS (
+    INSERT INTO __SCHEMA__.events (tx, stream, version, id, type, data, metadata, category, tags)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met, $7::text,
+           NULLIF(ARRAY(SELECT jsonb_array_elements_text(coalesce($8::jsonb -> (r.ord - 1)::int, '[]'))), '{}')
+      FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
+     ORDER BY r.ord
+    RETURNING version, tx, seq, tags
+), tg AS (
+    INSERT INTO __SCHEMA__.event_tags (tag, tx, seq)
+    SELECT DISTINCT t, ins.tx, ins.seq FROM ins, unnest(ins.tags) t
+)
+SELECT (SELECT min(version) FROM ins), (SELECT max(version) FROM ins), (SELECT max(tx) FROM ins), (SELECT max(seq) FROM ins),
+       (SELECT tx FROM hit), (SELECT seq FROM hit)`)
+	return locks, appendSQL
 }
 
 func (b *Backend) appendTaggedSQL() string {

@@ -12,3 +12,10 @@ func UseXminHorizon(b *Backend) {
 func FilterQueries(b *Backend) (byCategory, byType, byPrefix string) {
 	return b.sql.readByCategory, b.sql.readByType, b.sql.readByPrefix
 }
+
+// UseTaggedFunction makes b append tagged and conditional events through
+// append_tagged_fast, as before the pipelined statements: the baseline of
+// BenchmarkTaggedPaths.
+func UseTaggedFunction(b *Backend) {
+	b.sql.taggedLocks, b.sql.taggedAppend = "", ""
+}

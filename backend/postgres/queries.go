@@ -28,6 +28,10 @@ type queries struct {
 	// readAllBelow is readAll below a given horizon ($4).
 	readAllBelow string
 
+	// taggedLocks and taggedAppend are the pipelined tagged append (see
+	// appendTaggedPipelined), from migration 10; they need the seed.
+	taggedLocks, taggedAppend string
+
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
 }
