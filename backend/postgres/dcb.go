@@ -42,7 +42,7 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 		return varve.AppendResult{}, err
 	}
 	if b.sql.taggedAppend != "" && pipelinable(cond) {
-		res, ok, err := b.appendTaggedPipelined(ctx, req, qargs)
+		res, ok, err := b.appendTaggedPipelined(ctx, req, cond, qargs)
 		if ok || err != nil {
 			return res, err
 		}
@@ -124,9 +124,10 @@ func pipelinable(cond *varve.AppendCondition) bool {
 // appends in one statement, as the function's last three statements do.
 // ok reports that it decided the append (committed it, or refused it on
 // the condition); otherwise append_tagged decides.
-func (b *Backend) appendTaggedPipelined(ctx context.Context, req varve.AppendRequest, qargs []any) (varve.AppendResult, bool, error) {
+func (b *Backend) appendTaggedPipelined(ctx context.Context, req varve.AppendRequest, cond *varve.AppendCondition, qargs []any) (varve.AppendResult, bool, error) {
+	tags, exclusive := lockTags(req, cond)
 	var batch pgx.Batch
-	batch.Queue(b.sql.taggedLocks, qargs[8], qargs[7])
+	batch.Queue(b.sql.taggedLocks, tags, exclusive)
 	batch.Queue(b.sql.taggedAppend, qargs...)
 	b.requests.Add(1)
 	br := b.pool.SendBatch(ctx, &batch)
@@ -152,11 +153,40 @@ func (b *Backend) appendTaggedPipelined(ctx context.Context, req varve.AppendReq
 	return varve.AppendResult{}, true, b.mapError(ctx, req.Stream, req.Expected, err)
 }
 
+// lockTags returns the tags whose advisory locks a tagged append takes, as
+// append_tagged_fast takes them: the first tag of each item of the
+// condition exclusively, each tag of the events shared; a tag in both is
+// taken exclusively.
+func lockTags(req varve.AppendRequest, cond *varve.AppendCondition) ([]string, []bool) {
+	var tags []string
+	var exclusive []bool
+	at := map[string]int{}
+	add := func(t string, x bool) {
+		if i, ok := at[t]; ok {
+			exclusive[i] = exclusive[i] || x
+			return
+		}
+		at[t] = len(tags)
+		tags, exclusive = append(tags, t), append(exclusive, x)
+	}
+	if cond != nil {
+		for _, it := range cond.FailIfEventsMatch.Items {
+			add(it.Tags[0], true)
+		}
+	}
+	for i := range req.Events {
+		for _, t := range req.Events[i].Tags {
+			add(t, false)
+		}
+	}
+	return tags, exclusive
+}
+
 // taggedStatements returns the two statements of the pipelined tagged
-// append. The locks: an exclusive one on the first tag of each item of the
-// condition ($1) and a shared one on each tag of the events ($2), hashed
-// as append_tagged hashes them, taken in the order of their keys (the
-// subquery's order, which OFFSET 0 keeps from being flattened away). The
+// append. The locks: those of lockTags ($1, $2 says which are exclusive),
+// hashed as append_tagged hashes them, taken in the order of their keys
+// (the subquery's order, which OFFSET 0 keeps from being flattened away;
+// two tags with one key take it once, exclusively if either asks so). The
 // append: the arguments of append_tagged_fast; it returns the append's
 // versions and position, or the first match of the condition after the
 // given position, or nothing (a first id already in the stream, a wrong
@@ -164,13 +194,9 @@ func (b *Backend) appendTaggedPipelined(ctx context.Context, req varve.AppendReq
 func taggedStatements(x expander) (locks, appendSQL string) {
 	locks = x.fill(`SELECT CASE WHEN l.x THEN pg_advisory_xact_lock(l.h)::text ELSE pg_advisory_xact_lock_shared(l.h)::text END
 FROM (
-    SELECT k.h, bool_or(k.x) AS x FROM (
-        SELECT hashtextextended('tag:' || (it -> 'tags' ->> 0), __SEED__) AS h, true AS x
-          FROM jsonb_array_elements(coalesce($1::jsonb, '[]')) it
-        UNION ALL
-        SELECT hashtextextended('tag:' || t, __SEED__), false
-          FROM jsonb_array_elements($2::jsonb) ts, jsonb_array_elements_text(ts) t
-    ) k GROUP BY k.h ORDER BY k.h OFFSET 0
+    SELECT hashtextextended('tag:' || k.t, __SEED__) AS h, bool_or(k.x) AS x
+      FROM unnest($1::text[], $2::bool[]) AS k(t, x)
+     GROUP BY 1 ORDER BY 1 OFFSET 0
 ) l`)
 	appendSQL = x.fill(`WITH dup AS (
     SELECT FROM __SCHEMA__.events e WHERE e.stream = $1::text AND e.id = ($3::uuid[])[1]
@@ -214,8 +240,9 @@ FROM (
     INSERT INTO __SCHEMA__.event_tags (tag, tx, seq)
     SELECT DISTINCT t, ins.tx, ins.seq FROM ins, unnest(ins.tags) t
 )
-SELECT (SELECT min(version) FROM ins), (SELECT max(version) FROM ins), (SELECT max(tx) FROM ins), (SELECT max(seq) FROM ins),
-       (SELECT tx FROM hit), (SELECT seq FROM hit)`)
+SELECT a.first, a.last, a.tx, a.seq, hit.tx, hit.seq
+FROM (SELECT min(version) AS first, max(version) AS last, max(tx) AS tx, max(seq) AS seq FROM ins) a
+LEFT JOIN hit ON true`)
 	return locks, appendSQL
 }
 
