@@ -144,7 +144,10 @@ LIMIT $3`
 	byTags := ``
 	if version >= tagsSince {
 		// $4 the first tag of each item with tags, $5 the types of the
-		// others; the page's candidates, without repeats.
+		// others; the page's candidates, without repeats, each looked up
+		// by primary key in a subquery that cannot be flattened (a join
+		// planned before the tables' first ANALYZE could scan all events
+		// per read).
 		byTags = `SELECT ` + allCols + `
 FROM (
     SELECT DISTINCT c.tx, c.seq FROM (
@@ -167,7 +170,7 @@ FROM (
     ORDER BY c.tx, c.seq
     LIMIT $3
 ) c
-JOIN ` + s + `.events e ON e.tx = c.tx AND e.seq = c.seq
+CROSS JOIN LATERAL (SELECT * FROM ` + s + `.events e WHERE e.tx = c.tx AND e.seq = c.seq OFFSET 0) e
 ORDER BY e.tx, e.seq`
 	}
 	return queries{
