@@ -1,5 +1,7 @@
 package postgres
 
+import "reflect"
+
 // UseXminHorizon makes b read $all below the xmin of the whole server, as
 // schemas before migration 5 are read: the baseline of the horizon
 // benchmarks.
@@ -18,4 +20,17 @@ func FilterQueries(b *Backend) (byCategory, byType, byPrefix string) {
 // BenchmarkTaggedPaths.
 func UseTaggedFunction(b *Backend) {
 	b.sql.taggedLocks, b.sql.taggedAppend = "", ""
+}
+
+// Statements returns the statements of b by name (those of its schema's
+// version; empty ones left out).
+func Statements(b *Backend) map[string]string {
+	out := map[string]string{}
+	v := reflect.ValueOf(b.sql)
+	for i := range v.NumField() {
+		if s := v.Field(i).String(); s != "" {
+			out[v.Type().Field(i).Name] = s
+		}
+	}
+	return out
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +224,57 @@ func TestRepairInjectedSchema(t *testing.T) {
 				t.Fatalf("appends took seq %d, the schema's sequence is at %d (want 2), the sibling's moved from %d to %d", res.Position.Seq, own, before, after)
 			}
 		})
+	}
+}
+
+// TestPlansBeforeAnalyze prepares every statement of the backend in a new
+// schema, before anything has analyzed its tables, and checks that the
+// generic plan (the one a connection keeps once it prefers it) reads no
+// table of the schema whole. Such a plan stays in use as the tables grow,
+// until autovacuum analyzes them: a join of event_tags to events planned
+// this way made every query read scan all events.
+func TestPlansBeforeAnalyze(t *testing.T) {
+	cfg := config(t, fmt.Sprintf("%s_plans", testSchema))
+	b := open(t, cfg)
+	conn := testConn(t, cfg.ConnString)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	stmts := postgres.Statements(b)
+	names := slices.Sorted(maps.Keys(stmts))
+	for _, name := range names {
+		sd, err := conn.Prepare(ctx, name, stmts[name])
+		if err != nil {
+			t.Errorf("%s: prepare: %v", name, err)
+			continue
+		}
+		args := make([]string, len(sd.ParamOIDs))
+		for i := range args {
+			args[i] = "NULL"
+		}
+		call := "EXPLAIN EXECUTE " + pgx.Identifier{name}.Sanitize()
+		if len(args) > 0 {
+			call += "(" + strings.Join(args, ", ") + ")"
+		}
+		rows, err := conn.Query(ctx, call)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		for _, line := range plan {
+			if strings.Contains(line, "Seq Scan on ") {
+				t.Errorf("%s: the generic plan before ANALYZE scans a table whole:\n%s", name, strings.Join(plan, "\n"))
+				break
+			}
+		}
+	}
+	if len(names) < 20 {
+		t.Errorf("%d statements checked, want all of them: %v", len(names), names)
 	}
 }
