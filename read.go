@@ -105,13 +105,16 @@ func (s *Store) allOptions(opts []AllOption) (allOptions, error) {
 	return o, err
 }
 
-// page returns a buffer for pages of p and the size of one page.
+// page returns a buffer for pages of p and the size of one page. Pages up
+// to the store's page size share its pool of buffers (a short page, such
+// as an aggregate's read after its snapshot, uses the start of one); only
+// larger ones are allocated.
 func (s *Store) page(p paging) (*[]RecordedEvent, int) {
 	n := p.pageSize
 	if p.limit > 0 && p.limit < n {
 		n = p.limit
 	}
-	if n == s.cfg.PageSize {
+	if n <= s.cfg.PageSize {
 		return s.pages.Get().(*[]RecordedEvent), n
 	}
 	b := make([]RecordedEvent, 0, n)
