@@ -177,5 +177,5 @@ func (w *writer) appendIf(o *op) (error, bool) {
 			return &varve.AppendConditionError{Position: hit[0].Position}, false
 		}
 	}
-	return w.append(o)
+	return w.appendTo(o, s)
 }

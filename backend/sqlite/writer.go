@@ -342,6 +342,12 @@ func (w *writer) append(o *op) (error, bool) {
 	if err != nil {
 		return fmt.Errorf("sqlite: append: read stream: %w", err), true
 	}
+	return w.appendTo(o, s)
+}
+
+// appendTo is append with the stream's row read by the caller, in the
+// same transaction.
+func (w *writer) appendTo(o *op, s streamRow) (error, bool) {
 	if s.state == stateTombstoned {
 		return varve.ErrStreamDeleted, false
 	}
