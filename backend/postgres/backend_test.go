@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -125,6 +126,19 @@ func TestQueryExecModes(t *testing.T) {
 			all, err := b.ReadAll(ctx, varve.AllQuery{After: before, Limit: 1}, nil)
 			if err != nil || len(all) != 1 || all[0].ID != ev.ID || all[0].Stream != stream {
 				t.Fatalf("read $all: %+v %v", all, err)
+			}
+			// A conditional append on a tag: the two pipelined statements.
+			tag := stream + "-tag"
+			cond := varve.AppendCondition{FailIfEventsMatch: varve.Query{Items: []varve.QueryItem{{Tags: []string{tag}}}}, After: res.Position}
+			tagged := varve.Event{ID: varve.NewEventID(), Type: "E", Data: []byte("t"), Tags: []string{tag}}
+			first, err := b.AppendIf(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Exact(1), Events: []varve.Event{tagged}}, cond)
+			if err != nil || first.LastVersion != 2 {
+				t.Fatalf("conditional append: %+v %v", first, err)
+			}
+			again := varve.Event{ID: varve.NewEventID(), Type: "E", Tags: []string{tag}}
+			var ce *varve.AppendConditionError
+			if _, err := b.AppendIf(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Any, Events: []varve.Event{again}}, cond); !errors.As(err, &ce) || ce.Position != first.Position {
+				t.Fatalf("append on a failed condition: %v, want the condition error at %s", err, first.Position)
 			}
 		})
 	}
