@@ -111,6 +111,13 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
 	}
+	// Every statement must take its own snapshot: the conditional appends
+	// check their condition in a statement after the one that takes their
+	// locks, and the fast append compares a row with the one its statement
+	// read. A server or URL whose default isolation is repeatable read or
+	// serializable would give the whole transaction the first statement's
+	// snapshot.
+	pc.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	// A cancelled call sends PostgreSQL a cancel request, so that an append
 	// waiting for its stream's lock is aborted rather than written once the
 	// lock comes free; the connection is dropped if that takes too long.

@@ -174,3 +174,25 @@ func TestPoolSize(t *testing.T) {
 		})
 	}
 }
+
+// TestReadCommitted: the backend's connections run in read committed even
+// when the connection string (or the server) asks for another default,
+// since its conditional appends rely on a snapshot per statement.
+func TestReadCommitted(t *testing.T) {
+	for _, level := range []string{"repeatable%20read", "serializable"} {
+		cfg := config(t, testSchema)
+		sep := "?"
+		if strings.Contains(cfg.ConnString, "?") {
+			sep = "&"
+		}
+		cfg.ConnString += sep + "default_transaction_isolation=" + level
+		b := open(t, cfg)
+		var got string
+		if err := b.Pool().QueryRow(context.Background(), "SHOW transaction_isolation").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != "read committed" {
+			t.Errorf("with default_transaction_isolation=%s in the URL, the pool's connections run in %q", level, got)
+		}
+	}
+}
