@@ -122,10 +122,11 @@ func checkSchema(s string) error {
 // corresponding fields; every other part of the URL is passed to pgx, which
 // knows pool_* settings, connect_timeout, sslmode and the like, and sends
 // the rest to the server as run-time parameters (application_name,
-// search_path, ...; default_transaction_isolation is always read committed,
-// which the backend's statements rely on). An unknown varve_* parameter, a parameter given twice
-// or a malformed query string (a bad % escape, a ";") is refused with
-// [varve.ErrInvalidArgument]. Errors never show a password.
+// search_path, ...; default_transaction_isolation is always read
+// committed, which the backend's statements rely on). An unknown varve_*
+// parameter, a parameter given twice or a malformed query string (a bad %
+// escape, a ";") is refused with [varve.ErrInvalidArgument]. Errors never
+// show a password.
 //
 //	postgres://user@127.0.0.1:5432/db?sslmode=disable&varve_schema=orders
 func ParseURL(raw string) (Config, error) {
