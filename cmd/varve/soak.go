@@ -146,7 +146,7 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
 					Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
 			}
-			if rep.Verdict.Status == lab.Growing && !rep.Interrupted {
+			if rep.Mode != lab.Discovery && rep.Verdict.Status == lab.Growing && !rep.Interrupted {
 				r.failures = append(r.failures, "memory did not stay flat")
 			}
 			return finish(cmd, &c.out, r)
@@ -328,7 +328,7 @@ func soakReport(cmd *cobra.Command, c *common, rep lab.SoakReport, conf soakConf
 		env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
 			Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
 	}
-	if rep.Verdict.Status == lab.Growing && !rep.Interrupted {
+	if rep.Mode != lab.Discovery && rep.Verdict.Status == lab.Growing && !rep.Interrupted {
 		r.failures = append(r.failures, "memory did not stay flat")
 	}
 	return finish(cmd, &c.out, r)

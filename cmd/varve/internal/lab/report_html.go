@@ -90,8 +90,15 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 	if rep.MemoryLimit == 0 {
 		limit = "no memory limit"
 	}
+	head := fmt.Sprintf("%s mode, %v, %s, prune above %d live events. Verdict: %s.", rep.Mode, rep.Duration, limit, rep.PruneAbove, verdict)
+	if rep.Mode == Discovery {
+		if rep.Verdict.Status == Growing {
+			verdict = "memory grew, as a discovery run's does"
+		}
+		head = fmt.Sprintf("%s mode (no pruning), %v, %s. Verdict: %s.", rep.Mode, rep.Duration, limit, verdict)
+	}
 	lines := []string{
-		fmt.Sprintf("%s mode, %v, %s, prune above %d live events. Verdict: %s.", rep.Mode, rep.Duration, limit, rep.PruneAbove, verdict),
+		head,
 		fmt.Sprintf("Environment: %s. Machine: %s, %d cores, %s.", rep.Environment, rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
 	}
 	if rep.Ended != "" {

@@ -408,6 +408,9 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 		if v.GoroutineGrowth {
 			verdict += fmt.Sprintf("; goroutines grew from %d to %d", v.GoroutinesMid, v.GoroutinesEnd)
 		}
+		if rep.Mode == Discovery {
+			verdict += " (as a discovery run does: it never prunes; not a failure)"
+		}
 	}
 	_, err := fmt.Fprintln(w, "verdict:", verdict)
 	return err
