@@ -103,11 +103,7 @@ func TestQueryExecModes(t *testing.T) {
 	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
 		t.Run(mode, func(t *testing.T) {
 			cfg := config(t, testSchema)
-			sep := "?"
-			if strings.Contains(cfg.ConnString, "?") {
-				sep = "&"
-			}
-			cfg.ConnString += sep + "default_query_exec_mode=" + mode
+			cfg.ConnString = withParam(cfg.ConnString, "default_query_exec_mode="+mode)
 			b := open(t, cfg)
 			ctx := context.Background()
 			stream := fmt.Sprintf("mode-%s-%d", mode, time.Now().UnixNano())
@@ -161,11 +157,7 @@ func TestPoolSize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config(t, testSchema)
 			if tc.param != "" {
-				sep := "?"
-				if strings.Contains(cfg.ConnString, "?") {
-					sep = "&"
-				}
-				cfg.ConnString += sep + tc.param
+				cfg.ConnString = withParam(cfg.ConnString, tc.param)
 			}
 			cfg.MaxConns = tc.conns
 			if got := open(t, cfg).Pool().Config().MaxConns; got != tc.want {
@@ -181,11 +173,7 @@ func TestPoolSize(t *testing.T) {
 func TestReadCommitted(t *testing.T) {
 	for _, level := range []string{"repeatable%20read", "serializable"} {
 		cfg := config(t, testSchema)
-		sep := "?"
-		if strings.Contains(cfg.ConnString, "?") {
-			sep = "&"
-		}
-		cfg.ConnString += sep + "default_transaction_isolation=" + level
+		cfg.ConnString = withParam(cfg.ConnString, "default_transaction_isolation="+level)
 		b := open(t, cfg)
 		var got string
 		if err := b.Pool().QueryRow(context.Background(), "SHOW transaction_isolation").Scan(&got); err != nil {
@@ -195,4 +183,12 @@ func TestReadCommitted(t *testing.T) {
 			t.Errorf("with default_transaction_isolation=%s in the URL, the pool's connections run in %q", level, got)
 		}
 	}
+}
+
+// withParam adds a query parameter (name=value) to a connection URL.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
 }

@@ -81,18 +81,34 @@ const taggedFastSince = 10
 // the append (committed it, or refused it on the condition); otherwise
 // append_tagged decides.
 func (b *Backend) appendTaggedFast(ctx context.Context, req varve.AppendRequest, qargs []any) (varve.AppendResult, bool, error) {
-	var first, last, tx, seq, hitTx, hitSeq *int64
+	var o taggedOutcome
 	b.requests.Add(1)
 	err := b.pool.QueryRow(ctx, `SELECT o_first, o_last, o_tx, o_seq, o_hit_tx, o_hit_seq FROM `+b.schema+
-		`.append_tagged_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, qargs...).Scan(&first, &last, &tx, &seq, &hitTx, &hitSeq)
+		`.append_tagged_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, qargs...).Scan(o.dest()...)
+	return b.decided(ctx, req, o, err)
+}
+
+// taggedOutcome is what a one-round-trip tagged append returns: the
+// append's versions and position, or the condition's first match, or
+// neither (declined).
+type taggedOutcome struct{ first, last, tx, seq, hitTx, hitSeq *int64 }
+
+func (o *taggedOutcome) dest() []any {
+	return []any{&o.first, &o.last, &o.tx, &o.seq, &o.hitTx, &o.hitSeq}
+}
+
+// decided maps the outcome of a one-round-trip tagged append: ok reports
+// that it decided the append; a decline, a unique violation or a deadlock
+// leave it to append_tagged.
+func (b *Backend) decided(ctx context.Context, req varve.AppendRequest, o taggedOutcome, err error) (varve.AppendResult, bool, error) {
 	var pg *pgconn.PgError
 	switch {
-	case err == nil && hitTx != nil:
-		return varve.AppendResult{}, true, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*hitTx), Seq: uint64(*hitSeq)}}
-	case err == nil && first != nil:
+	case err == nil && o.hitTx != nil:
+		return varve.AppendResult{}, true, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*o.hitTx), Seq: uint64(*o.hitSeq)}}
+	case err == nil && o.first != nil:
 		b.committed()
-		return varve.AppendResult{FirstVersion: varve.Version(*first), LastVersion: varve.Version(*last),
-			Position: varve.Position{Commit: uint64(*tx), Seq: uint64(*seq)}}, true, nil
+		return varve.AppendResult{FirstVersion: varve.Version(*o.first), LastVersion: varve.Version(*o.last),
+			Position: varve.Position{Commit: uint64(*o.tx), Seq: uint64(*o.seq)}}, true, nil
 	case err == nil, errors.As(err, &pg) && (pg.Code == codeUnique || pg.Code == codeDeadlock):
 		return varve.AppendResult{}, false, nil // declined: append_tagged decides
 	}
@@ -132,25 +148,14 @@ func (b *Backend) appendTaggedPipelined(ctx context.Context, req varve.AppendReq
 	b.requests.Add(1)
 	br := b.pool.SendBatch(ctx, &batch)
 	_, err := br.Exec()
-	var first, last, tx, seq, hitTx, hitSeq *int64
+	var o taggedOutcome
 	if err == nil {
-		err = br.QueryRow().Scan(&first, &last, &tx, &seq, &hitTx, &hitSeq)
+		err = br.QueryRow().Scan(o.dest()...)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	var pg *pgconn.PgError
-	switch {
-	case err == nil && hitTx != nil:
-		return varve.AppendResult{}, true, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*hitTx), Seq: uint64(*hitSeq)}}
-	case err == nil && first != nil:
-		b.committed()
-		return varve.AppendResult{FirstVersion: varve.Version(*first), LastVersion: varve.Version(*last),
-			Position: varve.Position{Commit: uint64(*tx), Seq: uint64(*seq)}}, true, nil
-	case err == nil, errors.As(err, &pg) && (pg.Code == codeUnique || pg.Code == codeDeadlock):
-		return varve.AppendResult{}, false, nil // declined: append_tagged decides
-	}
-	return varve.AppendResult{}, true, b.mapError(ctx, req.Stream, req.Expected, err)
+	return b.decided(ctx, req, o, err)
 }
 
 // lockTags returns the tags whose advisory locks a tagged append takes, as
