@@ -93,7 +93,7 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 	head := fmt.Sprintf("%s mode, %v, %s, prune above %d live events. Verdict: %s.", rep.Mode, rep.Duration, limit, rep.PruneAbove, verdict)
 	if rep.Mode == Discovery {
 		if rep.Verdict.Status == Growing {
-			verdict = "memory grew, as a discovery run's does"
+			verdict = "memory grew, as it does in discovery mode"
 		}
 		head = fmt.Sprintf("%s mode (no pruning), %v, %s. Verdict: %s.", rep.Mode, rep.Duration, limit, verdict)
 	}
