@@ -146,7 +146,7 @@ Row: the commands, with their latency. Exit code 1 when memory grew, or on error
 				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
 					Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
 			}
-			if rep.Mode != lab.Discovery && rep.Verdict.Status == lab.Growing && !rep.Interrupted {
+			if grewWrongly(rep) {
 				r.failures = append(r.failures, "memory did not stay flat")
 			}
 			return finish(cmd, &c.out, r)
@@ -328,7 +328,7 @@ func soakReport(cmd *cobra.Command, c *common, rep lab.SoakReport, conf soakConf
 		env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
 			Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
 	}
-	if rep.Mode != lab.Discovery && rep.Verdict.Status == lab.Growing && !rep.Interrupted {
+	if grewWrongly(rep) {
 		r.failures = append(r.failures, "memory did not stay flat")
 	}
 	return finish(cmd, &c.out, r)
@@ -378,4 +378,11 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want bytes, optionally with KiB, MiB or GiB", s)
 	}
 	return n * mult, nil
+}
+
+// grewWrongly reports whether a soak's memory growth fails the run: a
+// sustained run that was not interrupted and whose verdict is growing. A
+// discovery run never prunes, so it grows by design.
+func grewWrongly(rep lab.SoakReport) bool {
+	return rep.Mode != lab.Discovery && rep.Verdict.Status == lab.Growing && !rep.Interrupted
 }
