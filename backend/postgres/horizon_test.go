@@ -341,7 +341,9 @@ func TestCancelWhileLocked(t *testing.T) {
 
 // TestHorizonAtHead follows $all at its head with the read that ReadAll
 // makes (the rows after a position and below all_horizon, one statement)
-// while writers commit as fast as they can, and checks that no
+// while writers commit as fast as they can (half of them conditional
+// appends on a tag, which take their locks in a statement of their own),
+// and checks that no
 // acknowledged transaction is ever passed over: the first read whose
 // horizon is above a transaction's id returns its rows. With the writer
 // lock matched by virtual transaction id (migration 5), a writer that
@@ -366,12 +368,28 @@ func TestHorizonAtHead(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Odd writers append on a condition over a tag of their own
+			// (the pipelined statements), the others plainly.
+			tag := fmt.Sprintf("head-w%d", w)
+			var after varve.Position
 			for i := 0; ctx.Err() == nil; i++ {
 				evs := make([]varve.Event, 1+(i*7+w)%20)
 				for j := range evs {
 					evs[j] = varve.NewEvent("head", nil)
 				}
-				res, err := s.Append(ctx, fmt.Sprintf("head-%d", (i+w)%20), varve.Any, evs...)
+				stream := fmt.Sprintf("head-%d", (i+w)%20)
+				var res varve.AppendResult
+				var err error
+				if w%2 == 1 {
+					for j := range evs {
+						evs[j].Tags = []string{tag}
+					}
+					cond := varve.AppendCondition{FailIfEventsMatch: varve.Query{Items: []varve.QueryItem{{Tags: []string{tag}}}}, After: after}
+					res, err = s.AppendIf(ctx, stream, varve.Any, cond, evs...)
+					after = res.Position
+				} else {
+					res, err = s.Append(ctx, stream, varve.Any, evs...)
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						t.Errorf("append: %v", err)
