@@ -13,9 +13,13 @@
 // race; Config.NoMigrate leaves that to the operator. The schema holds
 // streams (one row per stream: version, flags, times), events, snapshots,
 // checkpoints and PL/pgSQL functions: append, delete_stream,
-// truncate_stream and all_horizon. Each mutation is one statement in an
-// implicit transaction, so an append costs one round trip whatever its size;
-// [Backend.Requests] counts the statements sent.
+// truncate_stream and all_horizon. Each mutation is one round trip in an
+// implicit transaction (one statement; a conditional append on tags sends
+// its locks and its append as two statements in one pipeline), so an
+// append costs one round trip whatever its size; [Backend.Requests] counts
+// the round trips. Connections run in read committed whatever the
+// connection string or the server's default says: every statement takes
+// its own snapshot, which the appends rely on.
 //
 // Any schema name PostgreSQL allows works as given, up to 63 bytes: quotes,
 // spaces, upper case, "$$", line breaks. The migrations name the schema only
