@@ -59,7 +59,7 @@ address-space limit (RLIMIT_AS: the child's start-up mappings plus the cap; --ca
 chooses). It reports the cap's figures (peak usage) and how the child ended: survived,
 out-of-memory kill, allocation failure. A child that died wrote no report: soak writes
 it from the samples the child recorded, its last figures as the ceiling.
-Row: the commands, with their latency. Exit code 1 when memory grew, or on errors.` + storeHelp,
+Row: the commands, with their latency. Exit code 1 when memory grew in sustained mode, or on errors.` + storeHelp,
 		Example: `  varve soak --duration 10m
   varve soak --store memory --duration 3m --rate 2000 --html soak.html
   varve soak --mode discovery --memory-limit 256MiB --duration 30m
