@@ -118,6 +118,16 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// serializable would give the whole transaction the first statement's
 	// snapshot.
 	pc.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	// The backend's statements are short, and bounded by their limits, but
+	// the planner can estimate some (query and filtered reads: a range scan
+	// per value of an array parameter) above jit_above_cost on a large
+	// store, and a cached plan with JIT compiles again at every execution:
+	// with its generic plan, a query read of a store of a million events
+	// took 9.1 ms with JIT and 0.2 ms without. JIT stays off unless the
+	// connection string sets it.
+	if _, ok := pc.ConnConfig.RuntimeParams["jit"]; !ok {
+		pc.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	// A cancelled call sends PostgreSQL a cancel request, so that an append
 	// waiting for its stream's lock is aborted rather than written once the
 	// lock comes free; the connection is dropped if that takes too long.

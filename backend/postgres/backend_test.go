@@ -185,6 +185,24 @@ func TestReadCommitted(t *testing.T) {
 	}
 }
 
+// TestJIT: the backend's connections run without JIT unless the
+// connection string turns it on.
+func TestJIT(t *testing.T) {
+	for _, tc := range []struct{ param, want string }{{"", "off"}, {"jit=on", "on"}, {"jit=off", "off"}} {
+		cfg := config(t, testSchema)
+		if tc.param != "" {
+			cfg.ConnString = withParam(cfg.ConnString, tc.param)
+		}
+		var got string
+		if err := open(t, cfg).Pool().QueryRow(context.Background(), "SHOW jit").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("connection string parameter %q: jit is %q, want %q", tc.param, got, tc.want)
+		}
+	}
+}
+
 // withParam adds a query parameter (name=value) to a connection URL.
 func withParam(url, param string) string {
 	if strings.Contains(url, "?") {
