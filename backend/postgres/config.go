@@ -123,7 +123,8 @@ func checkSchema(s string) error {
 // knows pool_* settings, connect_timeout, sslmode and the like, and sends
 // the rest to the server as run-time parameters (application_name,
 // search_path, ...; default_transaction_isolation is always read
-// committed, which the backend's statements rely on). An unknown varve_*
+// committed, which the backend's statements rely on, and jit is off unless
+// given). An unknown varve_*
 // parameter, a parameter given twice or a malformed query string (a bad %
 // escape, a ";") is refused with [varve.ErrInvalidArgument]. Errors never
 // show a password.

@@ -19,7 +19,10 @@
 // append costs one round trip whatever its size; [Backend.Requests] counts
 // the round trips. Connections run in read committed whatever the
 // connection string or the server's default says: every statement takes
-// its own snapshot, which the appends rely on.
+// its own snapshot, which the appends rely on. They run without JIT unless
+// the connection string sets jit: the statements are short, but some are
+// estimated above jit_above_cost on a large store, and a cached plan with
+// JIT is compiled at every execution (TestJIT).
 //
 // Any schema name PostgreSQL allows works as given, up to 63 bytes: quotes,
 // spaces, upper case, "$$", line breaks. The migrations name the schema only
