@@ -198,6 +198,16 @@ func testClosed(t *testing.T, f Factory) {
 	wantErr(t, "read $all of a closed backend", err, varve.ErrClosed)
 	_, err = b.StreamInfo(ctx, stream)
 	wantErr(t, "info of a closed backend", err, varve.ErrClosed)
+	if ts, ok := b.(varve.TagStore); ok {
+		_, err = ts.AppendIf(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Any, Events: []varve.Event{tagged("E", "closed")}}, tagCond("closed"))
+		wantErr(t, "conditional append to a closed backend", err, varve.ErrClosed)
+		_, _, err = ts.ReadQuery(ctx, varve.QueryRequest{Query: tagCond("closed").FailIfEventsMatch, Limit: 10}, nil)
+		wantErr(t, "query read of a closed backend", err, varve.ErrClosed)
+	}
+	if ma, ok := b.(varve.MultiAppender); ok {
+		_, err = ma.AppendMulti(ctx, varve.MultiAppendRequest{Appends: []varve.StreamAppend{{Stream: stream, Expected: varve.Any, Events: events("E", 1)}}, Categories: []string{""}})
+		wantErr(t, "multi-stream append to a closed backend", err, varve.ErrClosed)
+	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("closing a closed backend: %v", err)
 	}
@@ -218,6 +228,16 @@ func testCancelled(t *testing.T, f Factory) {
 	wantErr(t, "backend append with a cancelled context", err, context.Canceled)
 	_, err = b.ReadAll(ctx, varve.AllQuery{Limit: 10}, nil)
 	wantErr(t, "backend $all read with a cancelled context", err, context.Canceled)
+	if ts, ok := b.(varve.TagStore); ok {
+		_, err = ts.AppendIf(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Any, Events: []varve.Event{tagged("E", "cancel")}}, tagCond("cancel"))
+		wantErr(t, "backend conditional append with a cancelled context", err, context.Canceled)
+		_, err = ts.AppendIf(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Any, Events: []varve.Event{tagged("E", "cancel")}}, varve.AppendCondition{})
+		wantErr(t, "backend tagged append with a cancelled context", err, context.Canceled)
+	}
+	if ma, ok := b.(varve.MultiAppender); ok {
+		_, err = ma.AppendMulti(ctx, varve.MultiAppendRequest{Appends: []varve.StreamAppend{{Stream: stream, Expected: varve.Any, Events: events("E", 1)}}, Categories: []string{""}})
+		wantErr(t, "backend multi-stream append with a cancelled context", err, context.Canceled)
+	}
 	_, err = s.StreamInfo(ctxFor(t), stream)
 	wantErr(t, "stream after cancelled appends", err, varve.ErrStreamNotFound)
 
@@ -227,4 +247,9 @@ func testCancelled(t *testing.T, f Factory) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("append past its deadline: %v", err)
 	}
+}
+
+// tagCond is the condition that nothing carrying tag exists.
+func tagCond(tag string) varve.AppendCondition {
+	return varve.AppendCondition{FailIfEventsMatch: varve.Query{Items: []varve.QueryItem{{Tags: []string{tag}}}}}
 }
