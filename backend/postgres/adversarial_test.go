@@ -219,15 +219,23 @@ check:
 }
 
 // TestServerGoneMidAppend terminates the server process of the connection
-// that is running an append (pg_terminate_backend). The caller gets an
+// that is running an append (pg_terminate_backend), a plain one and a
+// conditional one on a tag (the pipelined statements). The caller gets an
 // error, and the append is either wholly there or not at all.
 func TestServerGoneMidAppend(t *testing.T) {
+	for _, conditional := range []bool{false, true} {
+		name := "append"
+		if conditional {
+			name = "conditional append"
+		}
+		t.Run(name, func(t *testing.T) { serverGoneMidAppend(t, conditional) })
+	}
+}
+
+func serverGoneMidAppend(t *testing.T, conditional bool) {
 	cfg := config(t, testSchema)
 	app := fmt.Sprintf("varve_terminate_%d", time.Now().UnixNano())
-	cfg.ConnString += "&application_name=" + app
-	if !strings.Contains(cfg.ConnString, "?") {
-		cfg.ConnString = strings.Replace(cfg.ConnString, "&application_name=", "?application_name=", 1)
-	}
+	cfg.ConnString = withParam(cfg.ConnString, "application_name="+app)
 	b := open(t, cfg)
 	s, err := varve.New(b, varve.Config{})
 	if err != nil {
@@ -242,6 +250,9 @@ func TestServerGoneMidAppend(t *testing.T) {
 		evs := make([]varve.Event, 2000+rand.IntN(2000))
 		for k := range evs {
 			evs[k] = varve.Event{Type: "Big", Data: []byte(`{"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)}
+			if conditional {
+				evs[k].Tags = []string{stream}
+			}
 		}
 		// The killer waits until the append's statement is running on the
 		// server, then terminates that server process.
@@ -256,15 +267,22 @@ func TestServerGoneMidAppend(t *testing.T) {
 				default:
 				}
 				var n int
+				// (pg_stat_activity keeps the first 1 kB of a statement: the
+				// pipelined append's inserts come later than that.)
 				err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 					WHERE application_name = $1 AND state = 'active'
-					AND (query LIKE '%append(%' OR query LIKE '%INSERT INTO%events%')`, app).Scan(&n)
+					AND (query LIKE '%append(%' OR query LIKE '%INSERT INTO%events%' OR query LIKE 'WITH dup AS%')`, app).Scan(&n)
 				if err != nil || n > 0 {
 					return
 				}
 			}
 		}()
-		_, err := s.Append(ctx, stream, varve.NoStream, evs...)
+		if conditional {
+			cond := varve.AppendCondition{FailIfEventsMatch: varve.Query{Items: []varve.QueryItem{{Tags: []string{stream}}}}}
+			_, err = s.AppendIf(ctx, stream, varve.NoStream, cond, evs...)
+		} else {
+			_, err = s.Append(ctx, stream, varve.NoStream, evs...)
+		}
 		close(appended)
 		<-killed
 		n := 0
