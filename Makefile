@@ -34,7 +34,7 @@ lint: vet
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# The long soaks of issue #25: in the browser (2 min sustained, discovery
+# The long soaks of issue #25: in the browser (10 min sustained, discovery
 # under 512 MiB, discovery until the module cannot grow its memory past
 # V8's cap) and capped natively (1 hour sustained under a 512 MiB cap, then
 # discovery as the out-of-memory stress under 128 MiB; a cgroup needs root,
