@@ -399,10 +399,10 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 		if t.ExceedsThresh {
 			flag = "GROWING"
 		}
-		fmt.Fprintf(w, "trend %-9s mean %s, slope %+.1f KiB/min = %+.2f%% of mean per 10 min (threshold %.2f%%): %s\n",
-			t.Name, MiB(uint64(t.Mean)), t.SlopePerMin/1024, t.PctPer10Min, t.ThresholdPct, flag)
+		fmt.Fprintf(w, "trend %-9s mean %s, slope %+.1f KiB/min (95%%: %+.1f to %+.1f) = %+.2f%% of mean per 10 min (threshold %.2f%%, for the interval's lower end): %s\n",
+			t.Name, MiB(uint64(t.Mean)), t.SlopePerMin/1024, t.SlopeLow/1024, (2*t.SlopePerMin-t.SlopeLow)/1024, t.PctPer10Min, t.ThresholdPct, flag)
 	}
-	verdict := "FLAT: memory stayed flat over the second half of the run"
+	verdict := "FLAT: no growth above the threshold beyond the noise of the second half of the run"
 	if v.Status == Growing {
 		verdict = "GROWING: see the trends above"
 		if v.GoroutineGrowth {

@@ -3,6 +3,7 @@ package soakcore
 import (
 	"bufio"
 	"context"
+	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -119,13 +120,72 @@ func Slope(xs, ys []float64) float64 {
 // Trend is the fitted growth of one memory figure over the second half of a
 // run.
 type Trend struct {
-	Name          string  `json:"name"`
-	Mean          float64 `json:"mean_bytes"`
-	SlopePerMin   float64 `json:"slope_bytes_per_min"`
+	Name        string  `json:"name"`
+	Mean        float64 `json:"mean_bytes"`
+	SlopePerMin float64 `json:"slope_bytes_per_min"`
+	// StdErr is the slope's standard error and SlopeLow the lower end of
+	// its two-sided 95% interval (SlopePerMin - 2.306 StdErr), both in
+	// bytes per minute; see Judge.
+	StdErr        float64 `json:"slope_stderr_bytes_per_min"`
+	SlopeLow      float64 `json:"slope_low_bytes_per_min"`
 	PctPer10Min   float64 `json:"pct_of_mean_per_10min"`
 	ThresholdPct  float64 `json:"threshold_pct_per_10min"`
 	MinSlope      float64 `json:"min_slope_bytes_per_min"`
 	ExceedsThresh bool    `json:"flagged"`
+}
+
+// JudgedBatches is how many consecutive batches of samples Judge cuts the
+// second half of a run into; it fits its line through the batches' means.
+const JudgedBatches = 10
+
+// tCrit is Student's t with JudgedBatches-2 = 8 degrees of freedom at
+// 97.5%: the slope's two-sided 95% interval is +-tCrit standard errors.
+const tCrit = 2.306
+
+// BatchSlope fits a least-squares line through the means of n consecutive
+// batches of (x, y) (n at most len(xs)) and returns its slope and the
+// slope's standard error from the batch means' residuals (0 for fewer than
+// three batches). Samples taken a second apart are not independent (a live
+// heap saws with the collector and the workload), so the residuals of the
+// samples themselves understate the error; batch means are nearly
+// independent once a batch spans a few cycles (the method of batch
+// means).
+func BatchSlope(xs, ys []float64, n int) (slope, stderr float64) {
+	n = min(n, len(xs))
+	if n < 2 {
+		return 0, 0
+	}
+	bx, by := make([]float64, n), make([]float64, n)
+	for b := range n {
+		lo, hi := b*len(xs)/n, (b+1)*len(xs)/n
+		for i := lo; i < hi; i++ {
+			bx[b] += xs[i]
+			by[b] += ys[i]
+		}
+		bx[b] /= float64(hi - lo)
+		by[b] /= float64(hi - lo)
+	}
+	slope = Slope(bx, by)
+	if n < 3 {
+		return slope, 0
+	}
+	var mx, my float64
+	for b := range n {
+		mx += bx[b]
+		my += by[b]
+	}
+	mx /= float64(n)
+	my /= float64(n)
+	var sxx, sse float64
+	for b := range n {
+		sxx += (bx[b] - mx) * (bx[b] - mx)
+		r := by[b] - my - slope*(bx[b]-mx)
+		sse += r * r
+	}
+	if sxx == 0 {
+		return slope, 0
+	}
+	return slope, math.Sqrt(sse / float64(n-2) / sxx)
 }
 
 // Verdict statuses.
@@ -154,16 +214,23 @@ type Verdict struct {
 }
 
 // Judge fits the live heap and the RSS over the second half of the samples
-// and flags a figure whose slope, projected over 10 minutes, exceeds
-// thresholdPct percent of its mean and minSlope bytes per minute. The floor
-// keeps a tiny heap's jitter from counting as growth: 1% of a 1 MiB heap is
-// noise. The live heap (as of the last GC) is used instead of the
-// allocated heap, which saws up and down between collections. Goroutines
-// growing by more than 2 between the middle and the end of the run are
-// flagged too. A figure that is zero throughout (the RSS where the platform
-// has none, as in a browser) is not judged. A second half of fewer than
-// MinJudgedSamples samples, or spanning less than minSpan, gives no verdict:
-// "insufficient data".
+// and flags a figure only when its growth is more than noise: the lower end
+// of the slope's 95% interval, projected over 10 minutes, must exceed
+// thresholdPct percent of the figure's mean and minSlope bytes per minute.
+// The slope and its interval come from the means of JudgedBatches
+// consecutive batches of samples (BatchSlope): a live heap that saws
+// between 8 and 14 MB with the workload gives slopes of +-100 KiB/min over
+// 5 minutes either way, far above a 1%-per-10-minutes bar on a 10 MB heap,
+// so the point slope alone judged leak-free runs growing by chance; a
+// steady leak has a tight interval and is flagged. The floor keeps a tiny
+// heap's jitter from counting as growth: 1% of a 1 MiB heap is noise. The
+// live heap (as of the last GC) is used instead of the allocated heap,
+// which saws up and down between collections. Goroutines growing by more
+// than 2 between the middle and the end of the run are flagged too. A
+// figure that is zero throughout (the RSS where the platform has none, as
+// in a browser) is not judged. A second half of fewer than
+// MinJudgedSamples samples, or spanning less than minSpan, gives no
+// verdict: "insufficient data".
 func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Duration) Verdict {
 	half := samples[len(samples)/2:]
 	v := Verdict{SamplesEvaluated: len(half), MinSpan: minSpan}
@@ -193,11 +260,13 @@ func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Dur
 			// The platform has no such figure (no RSS in a browser).
 			continue
 		}
-		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), SlopePerMin: Slope(xs, ys), ThresholdPct: thresholdPct, MinSlope: minSlope}
+		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), ThresholdPct: thresholdPct, MinSlope: minSlope}
+		t.SlopePerMin, t.StdErr = BatchSlope(xs, ys, JudgedBatches)
+		t.SlopeLow = t.SlopePerMin - tCrit*t.StdErr
 		if t.Mean > 0 {
 			t.PctPer10Min = 100 * t.SlopePerMin * 10 / t.Mean
 		}
-		t.ExceedsThresh = t.PctPer10Min > thresholdPct && t.SlopePerMin > minSlope
+		t.ExceedsThresh = t.Mean > 0 && 100*t.SlopeLow*10/t.Mean > thresholdPct && t.SlopeLow > minSlope
 		if t.ExceedsThresh {
 			v.Status = Growing
 		}

@@ -161,6 +161,8 @@ type moduleResult struct {
 		Trends []struct {
 			Name        string  `json:"name"`
 			SlopePerMin float64 `json:"slope_bytes_per_min"`
+			SlopeLow    float64 `json:"slope_low_bytes_per_min"`
+			Pct         float64 `json:"pct_of_mean_per_10min"`
 		} `json:"trends"`
 	} `json:"verdict"`
 }
@@ -223,7 +225,13 @@ func TestBrowserSoak(t *testing.T) {
 	for _, tr := range sus.Verdict.Trends {
 		t.Logf("browser sustained: %s slope %.1f KiB/min; %d commands, %d live events at the end", tr.Name, tr.SlopePerMin/1024, sus.Counts.Ops, sus.Counts.LiveEvents)
 	}
+	if len(sus.Verdict.Trends) != 1 || sus.Verdict.Trends[0].Name != "heap_live" {
+		t.Fatalf("the browser has a live heap and no RSS; trends %+v", sus.Verdict.Trends)
+	}
+	tr := sus.Verdict.Trends[0]
 	for id, want := range map[string]string{
+		"slope": fmt.Sprintf("%.1f KiB/min (95%%: %.1f to %.1f; %.2f%% of mean per 10 min)",
+			tr.SlopePerMin/1024, tr.SlopeLow/1024, (2*tr.SlopePerMin-tr.SlopeLow)/1024, tr.Pct),
 		"verdict":      "verdict: FLAT",
 		"heap-live":    mib(sus.Last.HeapLive),
 		"live-events":  grouped(sus.Last.LiveEvents),
