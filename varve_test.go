@@ -1,8 +1,12 @@
 package varve_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -71,17 +75,41 @@ func TestExpectedVersionMatches(t *testing.T) {
 	}
 }
 
+// NewEventID makes UUIDv7s that ascend in each goroutine and are unique
+// across goroutines, with the time of their making in the first 48 bits
+// (ahead of the clock only after 2,048 ids in one millisecond).
 func TestNewEventID(t *testing.T) {
-	seen := map[[16]byte]bool{}
-	for range 10000 {
-		id := varve.NewEventID()
-		if id.Version() != 7 || id.Variant() != uuid.RFC4122 {
-			t.Fatalf("id %s is not a UUIDv7", id)
+	const workers, each = 4, 20000
+	ids := make([][]uuid.UUID, workers)
+	before := time.Now().UnixMilli()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				ids[w] = append(ids[w], varve.NewEventID())
+			}
+		})
+	}
+	wg.Wait()
+	after := time.Now().UnixMilli()
+	seen := map[uuid.UUID]bool{}
+	for w := range ids {
+		for i, id := range ids[w] {
+			if id.Version() != 7 || id.Variant() != uuid.RFC4122 {
+				t.Fatalf("id %s is not a UUIDv7", id)
+			}
+			if seen[id] {
+				t.Fatalf("duplicate id %s", id)
+			}
+			seen[id] = true
+			if i > 0 && bytes.Compare(ids[w][i-1][:], id[:]) >= 0 {
+				t.Fatalf("goroutine %d: id %s after %s", w, id, ids[w][i-1])
+			}
+			ms := int64(binary.BigEndian.Uint64(id[:8]) >> 16)
+			if ms < before || ms > after+workers*each/2048 {
+				t.Fatalf("id %s holds %d ms, made between %d and %d", id, ms, before, after)
+			}
 		}
-		if seen[id] {
-			t.Fatalf("duplicate id %s", id)
-		}
-		seen[id] = true
 	}
 }
 
@@ -89,4 +117,19 @@ func TestNewConfig(t *testing.T) {
 	if _, err := varve.New(nil, varve.Config{}); !errors.Is(err, varve.ErrInvalidArgument) {
 		t.Errorf("New(nil): %v", err)
 	}
+}
+
+func BenchmarkNewEventID(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			varve.NewEventID()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				varve.NewEventID()
+			}
+		})
+	})
 }

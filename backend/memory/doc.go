@@ -15,7 +15,11 @@
 // Each event is stored once; the stream and the global log hold pointers to
 // it. A single append costs two allocations (the records and one buffer for
 // all Data and Metadata bytes, copied so the caller may reuse its slices).
-// Reads return the stored byte slices without copying them. Truncated and
+// Reads return the stored byte slices without copying them. Retries and
+// duplicates are found by event id: while a stream's ids ascend (those of
+// varve.NewEventID and uuid.NewV7 do) by binary search over its events,
+// otherwise, from 8 events on, in a map of id fingerprints built the first
+// time an id arrives out of order. Truncated and
 // deleted events are marked dead in the log and the log is compacted once
 // dead entries outnumber live ones, so a workload that prunes old streams
 // runs in flat memory.

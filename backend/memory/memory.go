@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,8 +21,8 @@ import (
 
 const (
 	shardCount = 256
-	// indexAbove is the stream length from which event ids are looked up in
-	// a map instead of by scanning the stream.
+	// indexAbove is the length from which the event ids of a stream whose
+	// ids do not ascend are looked up in a map instead of by scanning it.
 	indexAbove = 8
 	// compactAbove is the number of dead log entries from which the log is
 	// compacted, once they also outnumber the live ones.
@@ -53,10 +55,15 @@ type record struct {
 }
 
 type stream struct {
-	name       string
-	version    varve.Version
-	events     []*record                // live events, in version order
-	ids        map[uint64]varve.Version // fingerprint of an event id -> the newest version with it
+	name    string
+	version varve.Version
+	events  []*record                // live events, in version order
+	ids     map[uint64]varve.Version // fingerprint of an event id -> the newest version with it; only when unsorted
+	// unsorted is set once an event's id does not sort after its
+	// predecessor's. Until then (the ids of one UUIDv7 generator, such as
+	// varve.NewEventID or uuid.NewV7, ascend) ids are found by binary
+	// search and need no index.
+	unsorted   bool
 	created    time.Time
 	updated    time.Time
 	lastPos    varve.Position
@@ -257,16 +264,16 @@ func (b *Backend) commit(plans []plan, check func() error) error {
 		recs := plans[i].recs
 		l.recs = grow(l.recs, len(recs))
 		cat := recs[0].cat
-		cats := l.byCat[cat]
+		cats := grow(l.byCat[cat], len(recs))
 		for i := range recs {
 			l.seq++
 			r := &recs[i]
 			r.ev.Position = varve.Position{Seq: l.seq}
 			l.recs = append(l.recs, r)
 			cats = append(cats, r)
-			l.byType[r.ev.Type] = append(l.byType[r.ev.Type], r)
+			l.byType[r.ev.Type] = append(grow(l.byType[r.ev.Type], 1), r)
 			for _, t := range r.ev.Tags {
-				l.byTag[t] = append(l.byTag[t], r)
+				l.byTag[t] = append(grow(l.byTag[t], 1), r)
 			}
 		}
 		l.byCat[cat] = cats
@@ -279,9 +286,12 @@ func (b *Backend) commit(plans []plan, check func() error) error {
 		st, recs := p.st, p.recs
 		st.events = grow(st.events, len(recs))
 		for i := range recs {
+			if !st.unsorted && len(st.events) > 0 && compareIDs(recs[i].ev.ID, st.events[len(st.events)-1].ev.ID) <= 0 {
+				st.unsorted = true
+			}
 			st.events = append(st.events, &recs[i])
 		}
-		if len(st.events) >= indexAbove {
+		if st.unsorted && len(st.events) >= indexAbove {
 			if st.ids == nil {
 				st.ids = make(map[uint64]varve.Version, 2*len(st.events))
 				for _, r := range st.events {
@@ -301,8 +311,9 @@ func (b *Backend) commit(plans []plan, check func() error) error {
 }
 
 // grow makes room for n more records, doubling the capacity: append grows
-// large slices by only a quarter, which made copying the log the main cost
-// of an append once it held millions of events.
+// large slices by only a quarter, which made copying the log and its
+// indexes (by category, type and tag) the main cost of an append once they
+// held millions of events.
 func grow(s []*record, n int) []*record {
 	if len(s)+n <= cap(s) {
 		return s
@@ -319,12 +330,34 @@ func fingerprint(id uuid.UUID) uint64 {
 	return binary.LittleEndian.Uint64(id[:8]) ^ binary.LittleEndian.Uint64(id[8:])
 }
 
+// compareIDs orders event ids by their bytes, which for UUIDv7 is the
+// order they were made in.
+func compareIDs(a, b uuid.UUID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
+}
+
 // find returns the index in st.events of the event with the given id, or -1.
-// A fingerprint missing from the index means the id is not in the stream;
-// one that points at another event (a collision) falls back to a scan.
+// While the stream's ids ascend, an id after the last one is not in it and
+// any other is found by binary search. Otherwise a fingerprint missing from
+// the index means the id is not in the stream; one that points at another
+// event (a collision) falls back to a scan.
 func (st *stream) find(id uuid.UUID) int {
-	if len(st.events) == 0 {
+	n := len(st.events)
+	if n == 0 {
 		return -1
+	}
+	if !st.unsorted {
+		if compareIDs(id, st.events[n-1].ev.ID) > 0 {
+			return -1
+		}
+		i, ok := slices.BinarySearchFunc(st.events, id, func(r *record, id uuid.UUID) int { return compareIDs(r.ev.ID, id) })
+		if !ok {
+			return -1
+		}
+		return i
 	}
 	if st.ids != nil {
 		v, ok := st.ids[fingerprint(id)]
@@ -516,7 +549,7 @@ func (b *Backend) Delete(ctx context.Context, name string, expected varve.Expect
 		sh.streams[st.name] = st
 	}
 	b.log.kill(st.events)
-	st.events, st.ids, st.version = nil, nil, 0
+	st.events, st.ids, st.unsorted, st.version = nil, nil, false, 0
 	st.deleted, st.tombstoned, st.updated = true, tombstone, now
 	b.kvMu.Lock()
 	delete(b.snapshots, name)
