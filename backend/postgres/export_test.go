@@ -1,6 +1,11 @@
 package postgres
 
-import "reflect"
+import (
+	"context"
+	"reflect"
+
+	"github.com/varve-go/varve"
+)
 
 // UseXminHorizon makes b read $all below the xmin of the whole server, as
 // schemas before migration 5 are read: the baseline of the horizon
@@ -33,4 +38,20 @@ func Statements(b *Backend) map[string]string {
 		}
 	}
 	return out
+}
+
+// Seed returns the advisory lock key seed of b's schema.
+func Seed(b *Backend) int64 { return b.seed }
+
+// AppendTaggedFunction appends through append_tagged alone, the fallback
+// of the one-round-trip paths.
+func AppendTaggedFunction(ctx context.Context, b *Backend, req varve.AppendRequest, cond *varve.AppendCondition) error {
+	args := argsPool.Get().(*appendArgs)
+	defer args.release()
+	qargs, err := taggedArgs(req, cond, args)
+	if err != nil {
+		return err
+	}
+	_, err = b.pool.Exec(ctx, b.appendTaggedSQL(), qargs...)
+	return err
 }
