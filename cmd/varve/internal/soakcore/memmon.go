@@ -217,8 +217,11 @@ type Verdict struct {
 // and flags a figure only when its growth is more than noise: the lower end
 // of the slope's 95% interval, projected over 10 minutes, must exceed
 // thresholdPct percent of the figure's mean and minSlope bytes per minute.
-// The slope and its interval come from the means of JudgedBatches
-// consecutive batches of samples (BatchSlope): a live heap that saws
+// The slope comes from the means of JudgedBatches consecutive batches of
+// samples (BatchSlope), its standard error is the larger of the batch
+// means' and the samples' own: the first holds up when samples are
+// correlated (a sawtooth), the second when ten batches happen to line up
+// (eight degrees of freedom make a noisy estimate). A live heap that saws
 // between 8 and 14 MB with the workload gives slopes of +-100 KiB/min over
 // 5 minutes either way, far above a 1%-per-10-minutes bar on a 10 MB heap,
 // so the point slope alone judged leak-free runs growing by chance; a
@@ -261,7 +264,11 @@ func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Dur
 			continue
 		}
 		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), ThresholdPct: thresholdPct, MinSlope: minSlope}
+		var perSample float64
 		t.SlopePerMin, t.StdErr = BatchSlope(xs, ys, JudgedBatches)
+		if _, perSample = BatchSlope(xs, ys, len(xs)); perSample > t.StdErr {
+			t.StdErr = perSample
+		}
 		t.SlopeLow = t.SlopePerMin - tCrit*t.StdErr
 		if t.Mean > 0 {
 			t.PctPer10Min = 100 * t.SlopePerMin * 10 / t.Mean
