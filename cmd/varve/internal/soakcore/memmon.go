@@ -88,6 +88,11 @@ func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each
 		case <-ctx.Done():
 			return append(samples, take())
 		case <-t.C:
+			if ctx.Err() != nil {
+				// Both were ready (each may have ended the run): a tick
+				// after the end is not a sample of the run.
+				return append(samples, take())
+			}
 			s := take()
 			samples = append(samples, s)
 			if each != nil {

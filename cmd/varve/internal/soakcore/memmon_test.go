@@ -1,6 +1,7 @@
 package soakcore
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -87,5 +88,28 @@ func TestJudgeSawtooth(t *testing.T) {
 	}
 	if caught < runs*19/20 {
 		t.Errorf("only %d of %d leaking runs judged growing", caught, runs)
+	}
+}
+
+// A callback that ends the run gets no sample after that: when the end and
+// a tick are both ready, the end wins (a discovery run in the browser
+// posted a tick taken after its stop, which its report then lacked).
+func TestMonitorStopsAtTheEnd(t *testing.T) {
+	for range 50 {
+		ctx, cancel := context.WithCancel(t.Context())
+		calls, after := 0, 0
+		samples := Monitor(ctx, time.Millisecond, nil, func(MemSample) {
+			if ctx.Err() != nil {
+				after++
+			}
+			if calls++; calls == 3 {
+				cancel()
+				time.Sleep(5 * time.Millisecond) // the next tick is ready too
+			}
+		})
+		cancel()
+		if after != 0 || len(samples) != 4 {
+			t.Fatalf("%d samples handed over after the end; %d samples, want 3 and the last", after, len(samples))
+		}
 	}
 }
