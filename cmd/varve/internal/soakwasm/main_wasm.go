@@ -128,6 +128,7 @@ func run(c config) {
 		prevAt    time.Duration
 		lastYield atomic.Int64
 		ceiling   atomic.Pointer[string]
+		atCeiling atomic.Uint64 // the live heap that reached it
 		live      = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	)
 	lastYield.Store(time.Now().UnixNano())
@@ -164,6 +165,7 @@ func run(c config) {
 				metrics.Read(live)
 				if v := live[0].Value.Uint64(); v >= uint64(c.MemoryLimit)*9/10 && ceiling.Load() == nil {
 					r := fmt.Sprintf("live heap %s reached 90%% of the memory limit %s", soakcore.MiB(v), soakcore.MiB(uint64(c.MemoryLimit)))
+					atCeiling.Store(v)
 					ceiling.Store(&r)
 					cancel()
 				}
@@ -186,6 +188,11 @@ func run(c config) {
 	res.Mode, res.StopReason, res.ElapsedMS, res.Counts, res.Samples = c.Mode, out.StopReason, out.Elapsed.Milliseconds(), out.Counts, len(out.Samples)
 	if r := ceiling.Load(); r != nil {
 		res.StopReason, err = *r, nil
+		// The samples, the last taken after the stop, may all be below it
+		// (a collection ended in between): the ceiling is what was seen.
+		if v := atCeiling.Load(); v > res.PeakLive {
+			res.PeakLive, res.LiveAtPeak = v, out.Counts.LiveEvents
+		}
 	}
 	if n := len(out.Samples); n > 0 {
 		// The sample taken as the run ended, with the final counts (the
