@@ -41,8 +41,9 @@ more than --prune-above events are live, so the data set reaches a steady state;
 discovery mode nothing is pruned and the run stops when the live heap reaches 90% of
 --memory-limit. The verdict fits a line through the live heap and the RSS over the
 second half of the run and flags growth when the lower end of the slope's 95% interval
-is above --threshold percent of the mean per 10 minutes (and --min-slope). A second half shorter than a minute, or of fewer than 10 samples, gives
-"insufficient data": run at least 2 minutes for a verdict.
+is above --threshold percent of the mean per 10 minutes (and --min-slope). A second
+half shorter than a minute, or of fewer than 10 samples, gives "insufficient data":
+run at least 2 minutes for a verdict.
 With --browser the same workload runs on the memory backend inside a browser page as
 WebAssembly: soak builds the module with the go tool (run it from a varve checkout),
 serves the page on --listen (loopback only) and prints the address; open it, start the

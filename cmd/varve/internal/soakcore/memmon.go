@@ -161,6 +161,7 @@ func BatchSlope(xs, ys []float64, n int) (slope, stderr float64) {
 		return 0, 0
 	}
 	bx, by := make([]float64, n), make([]float64, n)
+	var mx, my float64
 	for b := range n {
 		lo, hi := b*len(xs)/n, (b+1)*len(xs)/n
 		for i := lo; i < hi; i++ {
@@ -169,26 +170,25 @@ func BatchSlope(xs, ys []float64, n int) (slope, stderr float64) {
 		}
 		bx[b] /= float64(hi - lo)
 		by[b] /= float64(hi - lo)
+		mx += bx[b] / float64(n)
+		my += by[b] / float64(n)
 	}
-	slope = Slope(bx, by)
+	var sxx, sxy float64
+	for b := range n {
+		sxx += (bx[b] - mx) * (bx[b] - mx)
+		sxy += (bx[b] - mx) * (by[b] - my)
+	}
+	if sxx == 0 {
+		return 0, 0
+	}
+	slope = sxy / sxx
 	if n < 3 {
 		return slope, 0
 	}
-	var mx, my float64
+	var sse float64
 	for b := range n {
-		mx += bx[b]
-		my += by[b]
-	}
-	mx /= float64(n)
-	my /= float64(n)
-	var sxx, sse float64
-	for b := range n {
-		sxx += (bx[b] - mx) * (bx[b] - mx)
 		r := by[b] - my - slope*(bx[b]-mx)
 		sse += r * r
-	}
-	if sxx == 0 {
-		return slope, 0
 	}
 	return slope, math.Sqrt(sse / float64(n-2) / sxx)
 }
@@ -269,11 +269,9 @@ func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Dur
 			continue
 		}
 		t := Trend{Name: fig.name, Mean: sum / float64(len(ys)), ThresholdPct: thresholdPct, MinSlope: minSlope}
-		var perSample float64
 		t.SlopePerMin, t.StdErr = BatchSlope(xs, ys, JudgedBatches)
-		if _, perSample = BatchSlope(xs, ys, len(xs)); perSample > t.StdErr {
-			t.StdErr = perSample
-		}
+		_, perSample := BatchSlope(xs, ys, len(xs))
+		t.StdErr = max(t.StdErr, perSample)
 		t.SlopeLow = t.SlopePerMin - tCrit*t.StdErr
 		if t.Mean > 0 {
 			t.PctPer10Min = 100 * t.SlopePerMin * 10 / t.Mean
