@@ -102,26 +102,6 @@ func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each
 	}
 }
 
-// Slope fits a least-squares line through (x, y) and returns its slope.
-func Slope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	if len(xs) < 2 {
-		return 0
-	}
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
-	}
-	d := n*sxx - sx*sx
-	if d == 0 {
-		return 0
-	}
-	return (n*sxy - sx*sy) / d
-}
-
 // Trend is the fitted growth of one memory figure over the second half of a
 // run.
 type Trend struct {
