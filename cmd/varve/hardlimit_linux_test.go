@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -215,5 +216,28 @@ func TestNewCageFallback(t *testing.T) {
 	}
 	if _, _, err := newCage(capCgroupV2, 64<<20); err == nil || !strings.Contains(err.Error(), "cgroup-v2: no unified hierarchy") {
 		t.Fatalf("--cap cgroup-v2 without one: %v", err)
+	}
+}
+
+// The address-space cage passes its cap and one glibc malloc arena to the
+// child, unless the environment already names a number of arenas.
+func TestAddressSpacePrepare(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"no arenas named", []string{"HOME=/root"}, []string{"HOME=/root", addressLimitEnv + "=134217728", "MALLOC_ARENA_MAX=1"}},
+		{"arenas named", []string{"MALLOC_ARENA_MAX=4"}, []string{"MALLOC_ARENA_MAX=4", addressLimitEnv + "=134217728"}},
+		{"a name that only starts alike", []string{"MALLOC_ARENA_MAX_X=4"}, []string{"MALLOC_ARENA_MAX_X=4", addressLimitEnv + "=134217728", "MALLOC_ARENA_MAX=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("true")
+			cmd.Env = slices.Clone(tc.env)
+			addressSpace{limit: 128 << 20}.prepare(cmd)
+			if !slices.Equal(cmd.Env, tc.want) {
+				t.Errorf("env %q, want %q", cmd.Env, tc.want)
+			}
+		})
 	}
 }
