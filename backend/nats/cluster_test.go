@@ -27,25 +27,46 @@ type testCluster struct {
 	names   []string
 }
 
+// startCluster starts n servers. The first (the seed) listens for routes
+// on a port picked free just before it starts and routes to itself, as
+// JetStream wants a configured route; the others listen on ports of their
+// own choosing and route to the servers started before them, learning of
+// each other from the seed. A port picked free can still be taken by a
+// parallel test's connection before the seed binds it (a server then never
+// became ready: CI, when every server's port was picked up front), so a
+// cluster that does not start is stopped and started again, three times
+// at most.
 func startCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
-	routePorts := make([]int, n)
-	for i := range routePorts {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	var err error
+	for try := 0; try < 3; try++ {
+		c := &testCluster{}
+		if err = c.start(t, n); err == nil {
+			t.Cleanup(c.shutdown)
+			return c
 		}
-		routePorts[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		c.shutdown()
 	}
-	c := &testCluster{}
-	t.Cleanup(c.shutdown)
+	t.Fatal(err)
+	return nil
+}
+
+func (c *testCluster) start(t testing.TB, n int) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	seed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	for i := range n {
+		port := -1
 		var routes []*url.URL
-		for j, p := range routePorts {
-			if j != i {
-				routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-			}
+		if i == 0 {
+			port = seed
+			routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", seed)})
+		}
+		for _, s := range c.servers {
+			routes = append(routes, &url.URL{Scheme: "nats", Host: s.ClusterAddr().String()})
 		}
 		name := fmt.Sprintf("n%d", i)
 		s, err := server.NewServer(&server.Options{
@@ -55,21 +76,21 @@ func startCluster(t testing.TB, n int) *testCluster {
 			JetStream:  true,
 			StoreDir:   t.TempDir(),
 			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "varve-test", Host: "127.0.0.1", Port: routePorts[i]},
+			Cluster:    server.ClusterOpts{Name: "varve-test", Host: "127.0.0.1", Port: port},
 			Routes:     routes,
 		})
 		if err != nil {
-			t.Fatalf("server %s: %v", name, err)
+			return fmt.Errorf("server %s: %w", name, err)
 		}
 		s.SetLoggerV2(&serverLog{}, false, false, false)
 		s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("server %s did not start", name)
-		}
 		c.servers = append(c.servers, s)
 		c.names = append(c.names, name)
+		if !s.ReadyForConnections(10 * time.Second) {
+			return fmt.Errorf("server %s did not start (server log: %s)", name, serverWarnings())
+		}
 	}
-	return c
+	return nil
 }
 
 func (c *testCluster) urls() string {
