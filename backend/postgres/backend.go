@@ -21,9 +21,12 @@ import (
 // closingHandler ends a statement whose context a closing Store ended
 // (cause varve.ErrClosed) at once, breaking its connection, which Close
 // drops anyway; any other cancellation sends PostgreSQL a cancel request
-// (whose handler then waits 100 ms so that the request cannot cancel the
-// connection's next statement). One handler serves one connection, which
-// runs one statement at a time.
+// and marks the connection (cancelSent), which the pool then drops when
+// it is released: the server acts on a cancel request whenever the process
+// that reads it runs, and on a busy machine that came after pgx's 100 ms
+// wait, cancelling the connection's next statement, a read with a live
+// context ("canceling statement due to user request"). One handler serves
+// one connection, which runs one statement at a time.
 type closingHandler struct {
 	*pgconn.CancelRequestContextWatcherHandler
 	conn   *pgconn.PgConn
@@ -35,8 +38,17 @@ func (h *closingHandler) HandleCancel(ctx context.Context) {
 		_ = h.conn.Conn().SetDeadline(time.Now())
 		return
 	}
+	h.conn.CustomData()[cancelSent] = true
 	h.CancelRequestContextWatcherHandler.HandleCancel(ctx)
 }
+
+// cancelSent marks, in a connection's custom data, a connection to which
+// a cancel request may have been sent.
+const cancelSent = "varve.cancel_sent"
+
+// keepConn is the pool's AfterRelease: a connection that may still get a
+// cancel request meant for an earlier statement is closed, not reused.
+func keepConn(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelSent] == nil }
 
 func (h *closingHandler) HandleUnwatchAfterCancel() {
 	if h.broken {
@@ -134,6 +146,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	pc.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &closingHandler{CancelRequestContextWatcherHandler: &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}, conn: c}
 	}
+	pc.AfterRelease = keepConn
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", err)

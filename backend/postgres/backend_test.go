@@ -210,3 +210,35 @@ func withParam(url, param string) string {
 	}
 	return url + "?" + param
 }
+
+// TestCancelledConnectionDropped: a connection whose statement was
+// cancelled by its context (a cancel request sent to the server) is not
+// used again, as the request may reach the server late and cancel a later
+// statement; a connection whose statements ended is kept. With one
+// connection in the pool, the backend's process id tells them apart.
+func TestCancelledConnectionDropped(t *testing.T) {
+	cfg := config(t, testSchema)
+	cfg.MaxConns = 1
+	pool := open(t, cfg).Pool()
+	pid := func() int32 {
+		t.Helper()
+		var p int32
+		if err := pool.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := pid()
+	if again := pid(); again != first {
+		t.Fatalf("a connection whose statement ended was replaced: process %d, then %d", first, again)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := pool.Exec(ctx, "SELECT pg_sleep(10)")
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "57014") {
+		t.Fatalf("a statement cancelled after 50 ms: %v, want a cancellation", err)
+	}
+	if after := pid(); after == first {
+		t.Fatalf("the connection of the cancelled statement (process %d) was used again", first)
+	}
+}
