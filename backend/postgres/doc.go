@@ -223,6 +223,8 @@
 // PostgreSQL a cancel request (the connection is dropped if the statement
 // has not stopped a second later), so an append that waits for its stream's
 // row is aborted, not written once the row comes free (TestCancelWhileLocked).
+// That connection is closed when it is released, never reused: a cancel
+// request can reach the server late and would cancel its next statement.
 // As with any database, a cancel can still lose the race with the commit:
 // the append's outcome is then unknown to the caller, and retrying it with
 // the same event ids is safe.
