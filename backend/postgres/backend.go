@@ -42,14 +42,6 @@ func (h *closingHandler) HandleCancel(ctx context.Context) {
 	h.CancelRequestContextWatcherHandler.HandleCancel(ctx)
 }
 
-// cancelSent marks, in a connection's custom data, a connection to which
-// a cancel request may have been sent.
-const cancelSent = "varve.cancel_sent"
-
-// keepConn is the pool's AfterRelease: a connection that may still get a
-// cancel request meant for an earlier statement is closed, not reused.
-func keepConn(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelSent] == nil }
-
 func (h *closingHandler) HandleUnwatchAfterCancel() {
 	if h.broken {
 		_ = h.conn.Conn().SetDeadline(time.Time{})
@@ -57,6 +49,14 @@ func (h *closingHandler) HandleUnwatchAfterCancel() {
 	}
 	h.CancelRequestContextWatcherHandler.HandleUnwatchAfterCancel()
 }
+
+// cancelSent marks, in a connection's custom data, a connection to which
+// a cancel request may have been sent.
+const cancelSent = "varve.cancel_sent"
+
+// keepConn is the pool's AfterRelease: a connection that may still get a
+// cancel request meant for an earlier statement is closed, not reused.
+func keepConn(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelSent] == nil }
 
 // cancelGrace is how long a cancelled statement may take to stop after the
 // cancel request before its connection is closed.
