@@ -139,6 +139,27 @@ type SnapshotStore interface {
 	LoadSnapshot(ctx context.Context, stream string) (s Snapshot, ok bool, err error)
 }
 
+// CommitSnapshotStore is the capability of a [SnapshotStore] to keep a
+// snapshot in the commit of the append whose state it is: stored
+// atomically with the events at no request of its own, and read together
+// with the events after it. The Store hands it out through
+// [Snapshots.Append] and [Snapshots.Read].
+type CommitSnapshotStore interface {
+	SnapshotStore
+	// AppendWithSnapshot is Append that keeps snap with the commit:
+	// req.Expected is an exact version, and snap.Version is that version
+	// plus the number of events. A retry of a stored append returns the
+	// original result and keeps nothing new.
+	AppendWithSnapshot(ctx context.Context, req AppendRequest, snap Snapshot) (AppendResult, error)
+	// ReadFromSnapshot returns the stream's snapshot, the one kept with its
+	// last commit or else the one LoadSnapshot returns, and appends to buf
+	// at most limit of the events after it (from the stream's first event
+	// when there is none: ok false), read together. Fewer than limit events
+	// means the end of the stream. A stream that does not exist or was
+	// deleted gives ErrStreamNotFound; a tombstoned one ErrStreamDeleted.
+	ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []RecordedEvent) (s Snapshot, ok bool, out []RecordedEvent, err error)
+}
+
 // CheckpointStore keeps named positions durably, for subscriptions. A
 // backend that implements it offers checkpoints through [Store.Checkpoints];
 // an application may also implement it to keep checkpoints elsewhere (see

@@ -3,6 +3,7 @@ package varve
 import (
 	"context"
 	"fmt"
+	"iter"
 )
 
 // Snapshots is a store's snapshot capability: the latest snapshot of each
@@ -11,10 +12,17 @@ import (
 type Snapshots struct {
 	s *Store
 	b SnapshotStore
+	c CommitSnapshotStore
 }
 
 // Snapshots returns the store's snapshot capability.
-func (s *Store) Snapshots() Snapshots { return Snapshots{s, s.snaps} }
+func (s *Store) Snapshots() Snapshots { return Snapshots{s, s.snaps, s.inline} }
+
+// InCommits reports whether the backend keeps snapshots in commits
+// ([CommitSnapshotStore]): [Snapshots.Append] then costs no request beyond
+// the append's, and [Snapshots.Read] reads a snapshot and the events after
+// it at once.
+func (n Snapshots) InCommits() bool { return n.c != nil }
 
 // Supported reports whether the backend keeps snapshots.
 func (n Snapshots) Supported() bool { return n.b != nil }
@@ -51,6 +59,109 @@ func (n Snapshots) Load(ctx context.Context, stream string) (snap Snapshot, ok b
 		return Snapshot{}, false, fmt.Errorf("varve: load snapshot of stream %q: %w", stream, err)
 	}
 	return snap, ok, nil
+}
+
+// Append is [Store.Append] that also keeps snap, the stream's state after
+// the append, in the same commit: both are stored or neither. expected
+// must be an exact version ([Exact], [NoStream]), snap.Version the version
+// the append reaches, and snap.Stream stream or empty; snap.Data is
+// bounded like an append's bytes (Config.MaxAppendBytes). It fails with
+// [ErrNotSupported] unless [Snapshots.InCommits].
+func (n Snapshots) Append(ctx context.Context, stream string, expected ExpectedVersion, snap Snapshot, events ...Event) (AppendResult, error) {
+	s := n.s
+	err := s.ready(ctx)
+	if err == nil {
+		err = s.checkAppend(stream, expected, events, false)
+	}
+	switch {
+	case err != nil:
+	case n.c == nil:
+		err = ErrNotSupported
+	case expected < 0:
+		err = invalid("a snapshot goes with an exact expected version, not %v", expected)
+	case snap.Stream != "" && snap.Stream != stream:
+		err = invalid("snapshot of stream %q", snap.Stream)
+	case snap.Version != Version(expected)+Version(len(events)):
+		err = invalid("snapshot at version %d, the append reaches %d", snap.Version, Version(expected)+Version(len(events)))
+	case len(snap.Data) > s.cfg.MaxAppendBytes:
+		err = invalid("snapshot of %d bytes, limit %d", len(snap.Data), s.cfg.MaxAppendBytes)
+	}
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("varve: append to stream %q with a snapshot: %w", stream, err)
+	}
+	snap.Stream = stream
+	res, err := n.c.AppendWithSnapshot(ctx, AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)}, snap)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("varve: append to stream %q with a snapshot: %w", stream, err)
+	}
+	return res, nil
+}
+
+// Read returns the snapshot of stream and the events after it, or all of
+// its events when it has none (ok false). The snapshot kept with the
+// stream's last commit ([Snapshots.Append]) comes first, then the one of
+// [Snapshots.Load]. When [Snapshots.InCommits], the snapshot and the first
+// page of events are read together, in one request where the backend can;
+// elsewhere Read is Load and then [Store.ReadStream] from the version after
+// the snapshot. [PageSize] sets the pages of the events after a snapshot
+// (those of a stream without one come in the store's pages); [Limit] is
+// not for Read. A stream without events gives an error matching
+// [ErrStreamNotFound], from Read or from the events.
+func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) (snap Snapshot, ok bool, events iter.Seq2[RecordedEvent, error], err error) {
+	s := n.s
+	var p paging
+	for _, o := range opts {
+		o.apply(&p)
+	}
+	err = n.check(ctx, stream)
+	if err == nil && p.limit != 0 {
+		err = invalid("Limit is not an option of a snapshot read")
+	}
+	if err == nil {
+		p, err = s.paging(p)
+	}
+	if err != nil {
+		return Snapshot{}, false, nil, fmt.Errorf("varve: read stream %q from its snapshot: %w", stream, err)
+	}
+	if n.c == nil {
+		if snap, ok, err = n.Load(ctx, stream); err != nil {
+			return Snapshot{}, false, nil, err
+		}
+		if !ok {
+			return Snapshot{}, false, s.ReadStream(ctx, stream), nil
+		}
+		return snap, true, s.ReadStream(ctx, stream, From(snap.Version+1), PageSize(p.pageSize)), nil
+	}
+	rctx, stop := s.readContext(ctx)
+	page, err := func() ([]RecordedEvent, error) {
+		defer stop()
+		var page []RecordedEvent
+		snap, ok, page, err = n.c.ReadFromSnapshot(rctx, stream, p.pageSize, make([]RecordedEvent, 0, p.pageSize))
+		return page, readErr(rctx, err)
+	}()
+	if err != nil {
+		return Snapshot{}, false, nil, fmt.Errorf("varve: read stream %q from its snapshot: %w", stream, err)
+	}
+	full := len(page) == p.pageSize
+	if !ok {
+		p.pageSize = s.cfg.PageSize
+	}
+	events = func(yield func(RecordedEvent, error) bool) {
+		for i := range page {
+			if !yield(page[i], nil) {
+				return
+			}
+		}
+		if !full {
+			return
+		}
+		for e, err := range s.ReadStream(ctx, stream, From(page[len(page)-1].Version+1), PageSize(p.pageSize)) {
+			if !yield(e, err) || err != nil {
+				return
+			}
+		}
+	}
+	return snap, ok, events, nil
 }
 
 // Checkpoints is a store's checkpoint capability: named positions kept in the

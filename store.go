@@ -82,13 +82,14 @@ type Store struct {
 	kill  context.CancelCauseFunc
 	pages sync.Pool // *[]RecordedEvent of capacity cfg.PageSize
 
-	snaps    SnapshotStore   // nil when the backend has none
-	cps      CheckpointStore // nil when the backend has none
-	watcher  Watcher         // nil when the backend cannot notify
-	filtered FilteredReader  // nil when the Store filters pages itself
-	multi    MultiAppender   // nil when the backend appends to one stream at a time
-	tags     TagStore        // nil when the backend keeps no tags
-	leases   LeaseStore      // nil when the backend keeps no leases
+	snaps    SnapshotStore       // nil when the backend has none
+	inline   CommitSnapshotStore // nil when the backend keeps no snapshots in commits
+	cps      CheckpointStore     // nil when the backend has none
+	watcher  Watcher             // nil when the backend cannot notify
+	filtered FilteredReader      // nil when the Store filters pages itself
+	multi    MultiAppender       // nil when the backend appends to one stream at a time
+	tags     TagStore            // nil when the backend keeps no tags
+	leases   LeaseStore          // nil when the backend keeps no leases
 }
 
 // New returns a Store over b. The Store owns b: closing the Store closes b.
@@ -106,6 +107,11 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s := &Store{b: b, cfg: cfg}
 	s.life, s.kill = context.WithCancelCause(context.Background())
 	s.snaps = capability[SnapshotStore](b)
+	// Snapshots in commits only from the backend that keeps the store's
+	// snapshots, not from one under a wrapper that keeps them itself.
+	if c := capability[CommitSnapshotStore](b); c != nil && SnapshotStore(c) == s.snaps {
+		s.inline = c
+	}
 	s.cps = capability[CheckpointStore](b)
 	s.watcher = capability[Watcher](b)
 	s.filtered = capability[FilteredReader](b)

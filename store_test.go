@@ -3,6 +3,7 @@ package varve_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +234,101 @@ func TestMultiAppendProbe(t *testing.T) {
 		_, err := s.AppendMulti(context.Background(), []varve.StreamAppend{{Stream: "a", Expected: varve.Any, Events: []varve.Event{{Type: "E"}}}})
 		if tc.want && err != nil || !tc.want && !errors.Is(err, varve.ErrNotSupported) {
 			t.Errorf("%s: AppendMulti: %v", tc.name, err)
+		}
+	}
+}
+
+// inCommits keeps snapshots "in commits" the simple way (an append, then
+// the snapshot), enough to drive the Store's side of the capability.
+type inCommits struct{ *memory.Backend }
+
+func (b inCommits) AppendWithSnapshot(ctx context.Context, req varve.AppendRequest, snap varve.Snapshot) (varve.AppendResult, error) {
+	res, err := b.Append(ctx, req)
+	if err == nil {
+		err = b.SaveSnapshot(ctx, snap)
+	}
+	return res, err
+}
+
+func (b inCommits) ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []varve.RecordedEvent) (varve.Snapshot, bool, []varve.RecordedEvent, error) {
+	s, ok, err := b.LoadSnapshot(ctx, stream)
+	if err != nil {
+		return s, ok, buf, err
+	}
+	buf, err = b.ReadStream(ctx, varve.StreamQuery{Stream: stream, From: s.Version + 1, Limit: limit}, buf)
+	return s, ok, buf, err
+}
+
+// ownSnapshots wraps a backend and keeps snapshots itself (in the wrapped
+// backend here, but the Store cannot know).
+type ownSnapshots struct {
+	varve.Backend
+	inner inCommits
+}
+
+func (o ownSnapshots) Unwrap() varve.Backend { return o.inner }
+
+func (o ownSnapshots) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
+	return o.inner.SaveSnapshot(ctx, s)
+}
+
+func (o ownSnapshots) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
+	return o.inner.LoadSnapshot(ctx, stream)
+}
+
+// TestSnapshotsInCommits: the Store offers a backend's snapshots in commits
+// through wrappers that let them through, not when a wrapper keeps
+// snapshots of its own; Snapshots.Read pages on after the backend's first
+// page.
+func TestSnapshotsInCommits(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		b    varve.Backend
+		want bool
+	}{
+		{"backend", inCommits{memory.New()}, true},
+		{"unwrapping", unwrapping{inCommits{memory.New()}}, true},
+		{"wrapper with snapshots of its own", func() varve.Backend {
+			b := inCommits{memory.New()}
+			return unwrapping{ownSnapshots{b, b}}
+		}(), false},
+		{"memory", memory.New(), false},
+	} {
+		s := newStore(t, tc.b, varve.Config{})
+		if got := s.Snapshots().InCommits(); got != tc.want {
+			t.Errorf("%s: InCommits %v, want %v", tc.name, got, tc.want)
+		}
+		_, err := s.Snapshots().Append(ctx, "acct-1", varve.NoStream, varve.Snapshot{Version: 1}, varve.NewEvent("T", nil))
+		if tc.want && err != nil || !tc.want && !errors.Is(err, varve.ErrNotSupported) {
+			t.Errorf("%s: Append: %v", tc.name, err)
+		}
+	}
+	s := newStore(t, inCommits{memory.New()}, varve.Config{})
+	evs := make([]varve.Event, 7)
+	for i := range evs {
+		evs[i] = varve.NewEvent("T", nil)
+	}
+	if _, err := s.Snapshots().Append(ctx, "acct-2", varve.NoStream, varve.Snapshot{Version: 2}, evs[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "acct-2", varve.Exact(2), evs[2:]...); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []int{1, 2, 5, 6} {
+		snap, ok, seq, err := s.Snapshots().Read(ctx, "acct-2", varve.PageSize(page))
+		if err != nil || !ok || snap.Version != 2 {
+			t.Fatalf("page %d: snapshot %+v ok=%v, %v", page, snap, ok, err)
+		}
+		var got []varve.Version
+		for e, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e.Version)
+		}
+		if !slices.Equal(got, []varve.Version{3, 4, 5, 6, 7}) {
+			t.Fatalf("page %d: versions %v after the snapshot, want 3..7", page, got)
 		}
 	}
 }

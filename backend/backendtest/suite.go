@@ -62,6 +62,7 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentManyStreams", testConcurrentManyStreams},
 		{"CatchUp", testCatchUp},
 		{"Snapshots", testSnapshots},
+		{"SnapshotRead", testSnapshotRead},
 		{"Checkpoints", testCheckpoints},
 		{"ListStreams", testListStreams},
 		{"ListCheckpoints", testListCheckpoints},
