@@ -21,6 +21,11 @@ import (
 // first event id, the stream and its incarnation. Every event id is first
 // checked against the stream's id set at that sequence (see idSet).
 func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
+	return b.appendOne(ctx, req, nil)
+}
+
+// appendOne runs one append, whose commit keeps snap when it is not nil.
+func (b *Backend) appendOne(ctx context.Context, req varve.AppendRequest, snap *varve.Snapshot) (varve.AppendResult, error) {
 	if err := b.ready(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
@@ -29,7 +34,7 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 			req.Category, b.sep, varve.ErrInvalidArgument)
 	}
 	enc := b.token(req.Stream)
-	a := &appendOp{b: b, req: req, enc: enc, subj: b.evPrefix + enc}
+	a := &appendOp{b: b, req: req, enc: enc, subj: b.evPrefix + enc, snap: snap}
 	res, err := a.run(ctx)
 	if len(a.chunks) > 0 && !a.stored && !a.unsure {
 		a.dropChunks(ctx)
@@ -41,7 +46,8 @@ type appendOp struct {
 	b         *Backend
 	req       varve.AppendRequest
 	enc, subj string
-	body      []byte   // state header + encoded events
+	body      []byte // state header + encoded events (+ the snapshot section)
+	snap      *varve.Snapshot
 	chunks    []uint64 // sequences of the chunks published for this append
 	stored    bool     // this call's commit was stored (and references the chunks)
 	unsure    bool     // a publish of the commit got no answer: it may be stored
@@ -99,7 +105,14 @@ func (a *appendOp) run(ctx context.Context) (varve.AppendResult, error) {
 // empty head guessed for a new stream (read again before a conflict is
 // reported; a wrong guess costs the publish a retry), or read now.
 func (a *appendOp) begin() {
-	a.body = appendEvents(make([]byte, stateLen, stateLen+eventsSize(a.req.Events)), a.req.Events)
+	size := stateLen + eventsSize(a.req.Events)
+	if a.snap != nil {
+		size += snapshotSectionSize(*a.snap)
+	}
+	a.body = appendEvents(make([]byte, stateLen, size), a.req.Events)
+	if a.snap != nil {
+		a.body = appendSnapshotSection(a.body, *a.snap)
+	}
 	h, cached := a.b.streams.head(a.req.Stream)
 	a.h = h
 	a.needRead = !cached && a.req.Expected != varve.NoStream

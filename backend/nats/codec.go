@@ -235,6 +235,67 @@ func (r *eventReader) next(e *varve.RecordedEvent, idOnly bool) error {
 	return nil
 }
 
+// skip moves past the events left, to the sections after them.
+func (r *eventReader) skip() error {
+	var e varve.RecordedEvent
+	for r.n > 0 {
+		if err := r.next(&e, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A commit's events may be followed by sections, each a kind byte and its
+// body. Readers stop after the counted events, so processes of earlier
+// versions, which write no sections, skip them. sectionSnapshot holds the
+// stream's state after the commit (varve.CommitSnapshotStore): its schema
+// version (varint), the time it was taken (unix nanos, 8 bytes), and the
+// data (uvarint length, bytes); its version is the commit's.
+const sectionSnapshot byte = 's'
+
+func appendSnapshotSection(b []byte, s varve.Snapshot) []byte {
+	b = append(b, sectionSnapshot)
+	b = binary.AppendVarint(b, int64(s.SchemaVersion))
+	b = binary.LittleEndian.AppendUint64(b, uint64(nanos(s.TakenAt)))
+	b = binary.AppendUvarint(b, uint64(len(s.Data)))
+	return append(b, s.Data...)
+}
+
+func snapshotSectionSize(s varve.Snapshot) int { return 1 + 2*binary.MaxVarintLen64 + 8 + len(s.Data) }
+
+// snapshotIn returns the snapshot that a commit's payload (its events and
+// sections) keeps, if any: the state of stream at version, the commit's.
+// Data aliases the payload.
+func snapshotIn(stream string, payload []byte, version varve.Version) (varve.Snapshot, bool, error) {
+	r, err := newEventReader(payload)
+	if err == nil {
+		err = r.skip()
+	}
+	if err != nil {
+		return varve.Snapshot{}, false, err
+	}
+	b := r.b
+	if len(b) == 0 || b[0] != sectionSnapshot {
+		return varve.Snapshot{}, false, nil
+	}
+	schema, k := binary.Varint(b[1:])
+	if k <= 0 || len(b) < 1+k+8 {
+		return varve.Snapshot{}, false, fmt.Errorf("%w: bad snapshot section", errCorrupt)
+	}
+	b = b[1+k:]
+	at := int64(binary.LittleEndian.Uint64(b))
+	n, k := binary.Uvarint(b[8:])
+	if k <= 0 || n > uint64(len(b)-8-k) {
+		return varve.Snapshot{}, false, fmt.Errorf("%w: bad snapshot length", errCorrupt)
+	}
+	s := varve.Snapshot{Stream: stream, Version: version, SchemaVersion: int(schema), TakenAt: fromNanos(at)}
+	if n > 0 {
+		s.Data = b[8+k : 8+k+int(n) : 8+k+int(n)]
+	}
+	return s, true, nil
+}
+
 // chunkRef is the body of a chunked commit after its state: the event
 // count, the payload size and the sequences of the chunks, in order.
 type chunkRef struct {

@@ -1,0 +1,64 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/varve-go/varve"
+)
+
+// AppendWithSnapshot implements varve.CommitSnapshotStore: the snapshot is
+// a section of the commit message, after the events (see the package
+// documentation), so it costs the append bytes, not a request.
+func (b *Backend) AppendWithSnapshot(ctx context.Context, req varve.AppendRequest, snap varve.Snapshot) (varve.AppendResult, error) {
+	if req.Expected < 0 || snap.Version != varve.Version(req.Expected)+varve.Version(len(req.Events)) {
+		return varve.AppendResult{}, fmt.Errorf("nats: snapshot at version %d for an append expecting %v of %d events: %w",
+			snap.Version, req.Expected, len(req.Events), varve.ErrInvalidArgument)
+	}
+	return b.appendOne(ctx, req, &snap)
+}
+
+// ReadFromSnapshot implements varve.CommitSnapshotStore. One direct get of
+// the stream's last message answers it when that commit keeps a snapshot
+// (a chunked commit reads its chunks too). Otherwise the snapshot bucket's
+// snapshot (one more get) and the events after it, read from that head as
+// ReadStream reads them.
+func (b *Backend) ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []varve.RecordedEvent) (varve.Snapshot, bool, []varve.RecordedEvent, error) {
+	if err := b.ready(ctx); err != nil {
+		return varve.Snapshot{}, false, buf, err
+	}
+	subj := b.subject(stream)
+	h, m, err := b.fetchHead(ctx, stream, subj)
+	if err != nil {
+		return varve.Snapshot{}, false, buf, b.fail("", err)
+	}
+	if err := headErr(h); err != nil {
+		return varve.Snapshot{}, false, buf, err
+	}
+	if h.st.isCommit() {
+		p, err := b.payload(ctx, m, h.st)
+		var s varve.Snapshot
+		var ok bool
+		if err == nil {
+			s, ok, err = snapshotIn(stream, p, h.st.version)
+		}
+		if err != nil {
+			return varve.Snapshot{}, false, buf, b.fail("", fmt.Errorf("commit %d: %w", h.seq, err))
+		}
+		if ok {
+			return s, true, buf, nil
+		}
+	}
+	s, ok, err := b.LoadSnapshot(ctx, stream)
+	if err != nil {
+		return varve.Snapshot{}, false, buf, err
+	}
+	from := varve.Version(1)
+	if ok && s.Version <= h.st.version {
+		from = s.Version + 1
+	} else {
+		s, ok = varve.Snapshot{}, false // none, or one of a later head than this read's
+	}
+	out, err := b.readAt(ctx, varve.StreamQuery{Stream: stream, From: from, Limit: limit}, subj, h, m, buf)
+	return s, ok, out, err
+}
