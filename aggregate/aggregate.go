@@ -24,6 +24,9 @@ type Aggregate[T any] struct {
 	pending []varve.Event
 	failed  error // set once a save failed
 	cached  bool  // the state came from the cache and may be stale
+	// big: the state's encoding was found larger than snapshots in commits
+	// take, so saves do not encode it for them.
+	big bool
 }
 
 // ID returns the aggregate's id.

@@ -38,6 +38,16 @@
 // snapshot of another schema version is ignored and the state rebuilt from
 // all events. With N = 0 the repository reads and writes no snapshots at all.
 //
+// On a store that keeps snapshots in commits ([varve.Snapshots.InCommits]:
+// the NATS backend) every save of a state that encodes to at most
+// Config.SnapshotInCommitMax bytes (default 4 KiB) keeps it in the save's
+// own commit ([varve.Snapshots.Append]), which costs no request, and a load
+// reads the snapshot and the events after it together
+// ([varve.Snapshots.Read]): one request when the stream's last commit is
+// such a save, so a load and a save of an aggregate are two requests. A
+// larger state, or a stream whose last commit another writer made, goes
+// the way above. The policy's N still bounds what such a load replays.
+//
 // # Cache
 //
 // With Config.CacheSize > 0 the repository keeps the states of up to that

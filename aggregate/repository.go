@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -55,10 +56,22 @@ type Config struct {
 	CacheSize int
 	// MaxAttempts bounds the attempts of [Repository.Execute]; default 10.
 	MaxAttempts int
+	// SnapshotInCommitMax matters on a store that keeps snapshots in commits
+	// ([varve.Snapshots.InCommits]: NATS) when SnapshotEvery is set: every
+	// save whose encoded state is at most this many bytes keeps the state in
+	// its commit, which costs no request, and a load reads it and the events
+	// after it at once (on NATS one request, so a load and a save are two).
+	// Larger states are snapshotted every SnapshotEvery events, as on other
+	// stores. 0 means [DefaultSnapshotInCommitMax]; negative turns it off.
+	SnapshotInCommitMax int
 }
 
 // DefaultMaxAttempts is the default of Config.MaxAttempts.
 const DefaultMaxAttempts = 10
+
+// DefaultSnapshotInCommitMax is the default of Config.SnapshotInCommitMax:
+// a state of up to 4 KiB adds less to a commit than a request costs.
+const DefaultSnapshotInCommitMax = 4096
 
 // Repository loads and saves aggregates of one [Definition] in a
 // [varve.Store]. It is safe for concurrent use.
@@ -67,10 +80,12 @@ type Repository[T any] struct {
 	def   Definition[T]
 	cfg   Config
 	snaps varve.Snapshots // used when cfg.SnapshotEvery > 0
-	cache *otter.Cache[string, *cached[T]]
-	share bool // T holds no references: cached states are shared by assignment
-	locks *keyLocks
-	stats counters
+	// inCommit: saves keep small states in their commits (Config.SnapshotInCommitMax).
+	inCommit bool
+	cache    *otter.Cache[string, *cached[T]]
+	share    bool // T holds no references: cached states are shared by assignment
+	locks    *keyLocks
+	stats    counters
 }
 
 // cached is an immutable cache entry: the state of an aggregate at a stored
@@ -103,6 +118,9 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.SnapshotInCommitMax == 0 {
+		cfg.SnapshotInCommitMax = DefaultSnapshotInCommitMax
+	}
 	r := &Repository[T]{store: store, def: def, cfg: cfg, locks: newKeyLocks(), share: !hasReferences(reflect.TypeFor[T]())}
 	if cfg.SnapshotEvery > 0 {
 		r.snaps = store.Snapshots()
@@ -110,6 +128,7 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 			return nil, fmt.Errorf("aggregate: new repository %q: snapshots asked for, but backend %q keeps none: %w",
 				def.Category, store.Features().Name, varve.ErrNotSupported)
 		}
+		r.inCommit = r.snaps.InCommits() && cfg.SnapshotInCommitMax > 0
 	}
 	if cfg.CacheSize > 0 {
 		c, err := otter.New(&otter.Options[string, *cached[T]]{MaximumSize: cfg.CacheSize})
@@ -209,35 +228,40 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("aggregate: load %s: %w", a.stream, err)
 	}
-	from := varve.Version(1)
+	var events iter.Seq2[varve.RecordedEvent, error]
 	if r.cfg.SnapshotEvery > 0 && !o.noSnapshot {
-		s, ok, err := r.snaps.Load(ctx, a.stream)
+		var opts []varve.ReadOption
+		if r.cfg.SnapshotEvery < r.store.Config().PageSize {
+			// Few events follow a snapshot: a small page costs less to
+			// prepare than the store's default one.
+			opts = append(opts, varve.PageSize(r.cfg.SnapshotEvery+1))
+		}
+		s, ok, evs, err := r.snaps.Read(ctx, a.stream, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate: load: %w", err)
 		}
+		events = evs
 		switch {
 		case !ok:
 		case s.SchemaVersion != r.def.SchemaVersion:
 			r.stats.snapshotsIgnored.Add(1)
+			events = r.store.ReadStream(ctx, a.stream)
 		default:
 			var st T
 			if err := r.def.Codec.Unmarshal(s.Data, &st); err != nil {
 				r.stats.snapshotErrors.Add(1)
+				events = r.store.ReadStream(ctx, a.stream)
 				break
 			}
 			r.stats.snapshotsLoaded.Add(1)
 			a.state, a.version, a.snapped = st, s.Version, s.Version
-			from = s.Version + 1
+			a.big = r.inCommit && len(s.Data) > r.cfg.SnapshotInCommitMax
 		}
-	}
-	opts := []varve.StreamOption{varve.From(from)}
-	if from > 1 && r.cfg.SnapshotEvery < r.store.Config().PageSize {
-		// Few events follow a snapshot: a small page costs less to prepare
-		// than the store's default one.
-		opts = append(opts, varve.PageSize(r.cfg.SnapshotEvery+1))
+	} else {
+		events = r.store.ReadStream(ctx, a.stream)
 	}
 	var n uint64
-	for e, err := range r.store.ReadStream(ctx, a.stream, opts...) {
+	for e, err := range events {
 		if err != nil {
 			return nil, fmt.Errorf("aggregate: load: %w", err)
 		}
@@ -261,8 +285,10 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 // A save without pending events does nothing. After a successful save a is
 // at the new version and stays usable; after a failed one its pending events
 // are discarded, the repository's cached copy of it is evicted, and a can no
-// longer be used ([ErrDiscarded]). A snapshot that is due is written after
-// the append; its failure does not fail the save (see [Stats]). The
+// longer be used ([ErrDiscarded]). On a store that keeps snapshots in
+// commits, a small state goes with the append (Config.SnapshotInCommitMax);
+// otherwise a snapshot that is due is written after the append, and its
+// failure does not fail the save (see [Stats]). The
 // correlation and causation ids ctx carries ([WithCorrelation], [CausedBy])
 // go into the metadata of the events ([Metadata]).
 func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
@@ -281,7 +307,15 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 			return fmt.Errorf("aggregate: save %s: %w", a.stream, err)
 		}
 	}
-	res, err := r.store.Append(ctx, a.stream, varve.Exact(a.version), a.pending...)
+	var res varve.AppendResult
+	var err error
+	inline := false
+	if snap, ok := r.commitSnapshot(a); ok {
+		inline = true
+		res, err = r.snaps.Append(ctx, a.stream, varve.Exact(a.version), snap, a.pending...)
+	} else {
+		res, err = r.store.Append(ctx, a.stream, varve.Exact(a.version), a.pending...)
+	}
 	if err != nil {
 		r.stats.saveFailures.Add(1)
 		if errors.Is(err, varve.ErrWrongExpectedVersion) {
@@ -294,13 +328,39 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	r.stats.saves.Add(1)
 	a.pending = nil
 	a.version = res.LastVersion
-	if r.cfg.SnapshotEvery > 0 && a.version-a.snapped >= varve.Version(r.cfg.SnapshotEvery) {
+	switch {
+	case inline:
+		r.stats.snapshotsSaved.Add(1)
+		a.snapped = a.version
+	case r.cfg.SnapshotEvery > 0 && a.version-a.snapped >= varve.Version(r.cfg.SnapshotEvery):
 		r.snapshot(ctx, a)
 	}
 	if r.cache != nil {
 		r.cachePut(a)
 	}
 	return nil
+}
+
+// commitSnapshot returns the snapshot that a's save keeps in its commit:
+// the state with the pending events, when the store keeps snapshots in
+// commits and it is small enough.
+func (r *Repository[T]) commitSnapshot(a *Aggregate[T]) (varve.Snapshot, bool) {
+	if !r.inCommit || a.big {
+		return varve.Snapshot{}, false
+	}
+	data, err := r.def.Codec.Marshal(a.state)
+	if err != nil {
+		r.stats.snapshotErrors.Add(1)
+		return varve.Snapshot{}, false
+	}
+	if len(data) > r.cfg.SnapshotInCommitMax {
+		a.big = true
+		return varve.Snapshot{}, false
+	}
+	return varve.Snapshot{
+		Stream: a.stream, Version: a.version + varve.Version(len(a.pending)),
+		SchemaVersion: r.def.SchemaVersion, Data: data, TakenAt: time.Now(),
+	}, true
 }
 
 func (r *Repository[T]) snapshot(ctx context.Context, a *Aggregate[T]) {
