@@ -195,6 +195,9 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	var counted varve.Backend = cb
 	if ss, ok := b.(varve.SnapshotStore); ok {
 		counted = &snapshotCallCounter{cb, ss}
+		if cs, ok := b.(varve.CommitSnapshotStore); ok {
+			counted = &commitSnapshotCallCounter{&snapshotCallCounter{cb, ss}, cs}
+		}
 	}
 	store, err := varve.New(counted, varve.Config{})
 	if err != nil {
@@ -600,7 +603,8 @@ func round(d time.Duration) time.Duration {
 type requestCounter interface{ Requests() uint64 }
 
 // callCounter counts the calls made to a backend and hides its optional
-// capabilities; snapshotCallCounter passes snapshots through.
+// capabilities; snapshotCallCounter passes snapshots through, and
+// commitSnapshotCallCounter snapshots kept in commits too.
 type callCounter struct {
 	varve.Backend
 	calls atomic.Uint64
@@ -639,4 +643,19 @@ func (c *snapshotCallCounter) SaveSnapshot(ctx context.Context, s varve.Snapshot
 func (c *snapshotCallCounter) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
 	c.calls.Add(1)
 	return c.ss.LoadSnapshot(ctx, stream)
+}
+
+type commitSnapshotCallCounter struct {
+	*snapshotCallCounter
+	cs varve.CommitSnapshotStore
+}
+
+func (c *commitSnapshotCallCounter) AppendWithSnapshot(ctx context.Context, req varve.AppendRequest, s varve.Snapshot) (varve.AppendResult, error) {
+	c.calls.Add(1)
+	return c.cs.AppendWithSnapshot(ctx, req, s)
+}
+
+func (c *commitSnapshotCallCounter) ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []varve.RecordedEvent) (varve.Snapshot, bool, []varve.RecordedEvent, error) {
+	c.calls.Add(1)
+	return c.cs.ReadFromSnapshot(ctx, stream, limit, buf)
 }
