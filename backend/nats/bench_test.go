@@ -144,9 +144,11 @@ func BenchmarkAppend(b *testing.B) {
 //   - snapshot: nothing in memory; load reads the snapshot and the events
 //     after it, save appends and, when the version is a multiple of 10,
 //     saves a snapshot (so 0-9 events follow the snapshot).
+//   - commit-snapshot: as snapshot, with the snapshot kept in every
+//     commit (AppendWithSnapshot) and read with ReadFromSnapshot.
 //   - replay: nothing in memory, no snapshot used; load reads the whole
 //     stream (20 events and more).
-//   - snapshot-cold, replay-cold: snapshot and replay on a second backend
+//   - snapshot-cold, commit-snapshot-cold, replay-cold: on a second backend
 //     that forgets the aggregate's head, scan hint and event id set before
 //     each cycle, as a process that meets the aggregate for the first time:
 //     its save reads the stream's ids, unless its load read the whole
@@ -244,6 +246,35 @@ func BenchmarkLoadSave(b *testing.B) {
 								b.Fatal(err)
 							}
 						}
+						i++
+					}
+					reportRequests(b, c.be, req)
+				})
+				b.Run("commit-snapshot"+c.suffix, func(b *testing.B) {
+					id, versions := setup(b, "commit-snapshot"+c.suffix)
+					snapAt := func(v varve.Version) varve.Snapshot { return varve.Snapshot{Version: v, Data: make([]byte, 200)} }
+					commit := func(b *testing.B, be *Backend, stream string, v *varve.Version) {
+						evs := benchEvent()
+						evs[0].ID = varve.NewEventID()
+						res, err := be.AppendWithSnapshot(ctx, varve.AppendRequest{Stream: stream, Expected: varve.Exact(*v), Events: evs}, snapAt(*v+1))
+						if err != nil {
+							b.Fatal(err)
+						}
+						*v = res.LastVersion
+					}
+					for i := range aggregates {
+						commit(b, be, id(i), &versions[i]) // the head keeps a snapshot
+					}
+					req := c.be.Requests()
+					i := 0
+					for b.Loop() {
+						agg := i % aggregates
+						c.before(id(agg))
+						snap, ok, page, err := c.be.ReadFromSnapshot(ctx, id(agg), 11, buf[:0])
+						if err != nil || !ok || snap.Version != versions[agg] || len(page) != 0 {
+							b.Fatalf("load: snapshot %v at %d, %d events, %v", ok, snap.Version, len(page), err)
+						}
+						commit(b, c.be, id(agg), &versions[agg])
 						i++
 					}
 					reportRequests(b, c.be, req)
