@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/backendtest"
@@ -82,6 +84,71 @@ func BenchmarkPublish(b *testing.B) {
 					i++
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkPublishCost alternates, in one loop, a synchronous publish to a
+// plain file-backed stream (the raw limit of varve bench), the same
+// publish to the backend's stream (which republishes headers for Watch),
+// that publish with the two headers a commit carries (Nats-Msg-Id,
+// Nats-Expected-Last-Subject-Sequence), and a single append through the
+// Store, and reports each one's mean time and the append's rate against
+// the plain publish's: what each guarantee of an append costs on the
+// server, measured side by side.
+func BenchmarkPublishCost(b *testing.B) {
+	for _, srv := range benchServers {
+		b.Run(srv.name, func(b *testing.B) {
+			s, be := benchBackend(b, srv.url(b))
+			ctx := context.Background()
+			plain := uniqueName("plain")
+			plainSubj := strings.ToLower(plain) + ".x"
+			if _, err := be.js.CreateStream(ctx, jetstream.StreamConfig{Name: plain, Subjects: []string{plainSubj}, Storage: jetstream.FileStorage}); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = be.js.DeleteStream(context.Background(), plain) })
+			data := make([]byte, benchEventSize+stateLen+24)
+			subj := be.evPrefix + "raw"
+			var last uint64
+			var v varve.Version
+			i := 0
+			variants := []func() error{
+				func() error { _, err := be.js.Publish(ctx, plainSubj, data); return err },
+				func() error { _, err := be.js.Publish(ctx, subj, data); return err },
+				func() error {
+					m := &natsgo.Msg{Subject: subj + "h", Data: data, Header: natsgo.Header{}}
+					m.Header.Set("Nats-Msg-Id", strconv.Itoa(i))
+					m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(last, 10))
+					ack, err := be.js.PublishMsg(ctx, m)
+					if err == nil {
+						last = ack.Sequence
+					}
+					return err
+				},
+				func() error {
+					res, err := s.Append(ctx, "cost", varve.Exact(v), benchEvent()...)
+					v = res.LastVersion
+					return err
+				},
+			}
+			spent := make([]time.Duration, len(variants))
+			for b.Loop() {
+				for k, f := range variants {
+					t0 := time.Now()
+					if err := f(); err != nil {
+						b.Fatal(err)
+					}
+					spent[k] += time.Since(t0)
+				}
+				i++
+			}
+			us := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(i) }
+			b.ReportMetric(us(spent[0]), "plain-µs")
+			b.ReportMetric(us(spent[1]), "republish-µs")
+			b.ReportMetric(us(spent[2]), "+headers-µs")
+			b.ReportMetric(us(spent[3]), "append-µs")
+			b.ReportMetric(float64(spent[0])/float64(spent[3]), "append/plain")
+			b.ReportMetric(float64(spent[1])/float64(spent[3]), "append/republish")
 		})
 	}
 }
