@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -228,56 +227,112 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("aggregate: load %s: %w", a.stream, err)
 	}
-	var events iter.Seq2[varve.RecordedEvent, error]
+	from, read := varve.Version(1), false
 	if r.cfg.SnapshotEvery > 0 && !o.noSnapshot {
-		var opts []varve.ReadOption
-		if r.cfg.SnapshotEvery < r.store.Config().PageSize {
-			// Few events follow a snapshot: a small page costs less to
-			// prepare than the store's default one.
-			opts = append(opts, varve.PageSize(r.cfg.SnapshotEvery+1))
-		}
-		s, ok, evs, err := r.snaps.Read(ctx, a.stream, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("aggregate: load: %w", err)
-		}
-		events = evs
-		switch {
-		case !ok:
-		case s.SchemaVersion != r.def.SchemaVersion:
-			r.stats.snapshotsIgnored.Add(1)
-			events = r.store.ReadStream(ctx, a.stream)
-		default:
-			var st T
-			if err := r.def.Codec.Unmarshal(s.Data, &st); err != nil {
-				r.stats.snapshotErrors.Add(1)
-				events = r.store.ReadStream(ctx, a.stream)
-				break
+		var err error
+		if r.snaps.InCommits() {
+			read, err = r.readFromSnapshot(ctx, a)
+		} else {
+			var s varve.Snapshot
+			var ok bool
+			if s, ok, err = r.snaps.Load(ctx, a.stream); err != nil {
+				err = fmt.Errorf("aggregate: load: %w", err)
+			} else if ok && r.useSnapshot(a, s) {
+				from = s.Version + 1
 			}
-			r.stats.snapshotsLoaded.Add(1)
-			a.state, a.version, a.snapped = st, s.Version, s.Version
-			a.big = r.inCommit && len(s.Data) > r.cfg.SnapshotInCommitMax
 		}
-	} else {
-		events = r.store.ReadStream(ctx, a.stream)
+		if err != nil {
+			return nil, err
+		}
 	}
 	var n uint64
-	for e, err := range events {
-		if err != nil {
-			return nil, fmt.Errorf("aggregate: load: %w", err)
+	if !read {
+		opts := []varve.StreamOption{varve.From(from)}
+		if from > 1 && r.smallPage() {
+			opts = append(opts, varve.PageSize(r.cfg.SnapshotEvery+1))
 		}
-		v, err := r.def.Events.DecodeEvent(r.def.Codec, e)
-		if err != nil {
-			return nil, fmt.Errorf("aggregate: load %s: event at version %d: %w", a.stream, e.Version, err)
+		for e, err := range r.store.ReadStream(ctx, a.stream, opts...) {
+			// apply, written out: every backend's loads run this loop.
+			if err != nil {
+				return nil, fmt.Errorf("aggregate: load: %w", err)
+			}
+			v, err := r.def.Events.DecodeEvent(r.def.Codec, e)
+			if err != nil {
+				return nil, fmt.Errorf("aggregate: load %s: event at version %d: %w", a.stream, e.Version, err)
+			}
+			a.state = r.def.Apply(a.state, v)
+			a.version = e.Version
+			n++
 		}
-		a.state = r.def.Apply(a.state, v)
-		a.version = e.Version
-		n++
 	}
 	r.stats.eventsReplayed.Add(n)
 	if a.version == 0 {
 		return nil, fmt.Errorf("aggregate: load %s: no events: %w", a.stream, varve.ErrStreamNotFound)
 	}
 	return a, nil
+}
+
+// smallPage reports whether the events after a snapshot are read in pages
+// of SnapshotEvery+1: few events follow a snapshot, and a small page costs
+// less to prepare than the store's default one.
+func (r *Repository[T]) smallPage() bool { return r.cfg.SnapshotEvery < r.store.Config().PageSize }
+
+// useSnapshot starts a from snapshot s unless s is of another schema
+// version or does not decode.
+func (r *Repository[T]) useSnapshot(a *Aggregate[T], s varve.Snapshot) bool {
+	if s.SchemaVersion != r.def.SchemaVersion {
+		r.stats.snapshotsIgnored.Add(1)
+		return false
+	}
+	var st T
+	if err := r.def.Codec.Unmarshal(s.Data, &st); err != nil {
+		r.stats.snapshotErrors.Add(1)
+		return false
+	}
+	r.stats.snapshotsLoaded.Add(1)
+	a.state, a.version, a.snapped = st, s.Version, s.Version
+	a.big = r.inCommit && len(s.Data) > r.cfg.SnapshotInCommitMax
+	return true
+}
+
+// readFromSnapshot loads a from its snapshot and the events after it, read
+// together (varve.Snapshots.Read). read is false when the snapshot is of no
+// use and the events are still to be read from the start.
+func (r *Repository[T]) readFromSnapshot(ctx context.Context, a *Aggregate[T]) (read bool, err error) {
+	var opts []varve.ReadOption
+	if r.smallPage() {
+		opts = append(opts, varve.PageSize(r.cfg.SnapshotEvery+1))
+	}
+	s, ok, events, err := r.snaps.Read(ctx, a.stream, opts...)
+	if err != nil {
+		return false, fmt.Errorf("aggregate: load: %w", err)
+	}
+	if ok && !r.useSnapshot(a, s) {
+		return false, nil
+	}
+	var n uint64
+	for e, err := range events {
+		if err := r.apply(a, e, err); err != nil {
+			return true, err
+		}
+		n++
+	}
+	r.stats.eventsReplayed.Add(n)
+	return true, nil
+}
+
+// apply applies a stored event of a's stream, read with err, to a's state.
+func (r *Repository[T]) apply(a *Aggregate[T], e varve.RecordedEvent, err error) error {
+	if err != nil {
+		return fmt.Errorf("aggregate: load: %w", err)
+	}
+	v, err := r.def.Events.DecodeEvent(r.def.Codec, e)
+	if err != nil {
+		return fmt.Errorf("aggregate: load %s: event at version %d: %w", a.stream, e.Version, err)
+	}
+	a.state = r.def.Apply(a.state, v)
+	a.version = e.Version
+	return nil
 }
 
 // Save appends a's pending events at the version a was loaded at, so that a
