@@ -1,7 +1,6 @@
 package backendtest
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +27,7 @@ func testSnapshots(t *testing.T, f Factory) {
 		if err != nil || !ok {
 			t.Fatalf("load: ok=%v err=%v", ok, err)
 		}
-		if got.Stream != want.Stream || got.Version != want.Version || got.SchemaVersion != want.SchemaVersion || !bytes.Equal(got.Data, want.Data) || !got.TakenAt.Equal(want.TakenAt) {
-			t.Fatalf("snapshot round trip:\n got %+v\nwant %+v", got, want)
-		}
+		sameSnapshot(t, "snapshot round trip", got, want)
 	}
 	// Deleting or tombstoning a stream drops its snapshot: a re-created
 	// stream must not load the state of its previous life.

@@ -37,6 +37,21 @@ func sameSnapshot(t testing.TB, what string, got, want varve.Snapshot) {
 	}
 }
 
+// deleteAndRecreate deletes stream and checks that Snapshots.Read finds
+// neither it nor, once it is written again, a snapshot of its earlier life.
+func deleteAndRecreate(t *testing.T, s *varve.Store, stream string, exp varve.ExpectedVersion) {
+	t.Helper()
+	if err := s.Delete(ctxFor(t), stream, exp); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := readFromSnapshotErr(t, s, stream)
+	wantErr(t, "read of a deleted stream", err, varve.ErrStreamNotFound)
+	mustAppend(t, s, stream, varve.NoStream, events("E", 1)...)
+	if _, ok, got := readFromSnapshot(t, s, stream); ok || len(got) != 1 {
+		t.Fatalf("a stream created again: ok=%v, %d events", ok, len(got))
+	}
+}
+
 // testSnapshotRead checks Snapshots.Read on every backend with snapshots,
 // and Snapshots.Append on those that keep snapshots in commits.
 func testSnapshotRead(t *testing.T, f Factory) {
@@ -82,15 +97,7 @@ func testSnapshotRead(t *testing.T, f Factory) {
 		_, _, _, err = readFromSnapshotErr(t, s, stream, varve.Limit(1))
 		wantErr(t, "read with a limit", err, varve.ErrInvalidArgument)
 
-		if err := s.Delete(ctx, stream, varve.Any); err != nil {
-			t.Fatal(err)
-		}
-		_, _, _, err = readFromSnapshotErr(t, s, stream)
-		wantErr(t, "read of a deleted stream", err, varve.ErrStreamNotFound)
-		mustAppend(t, s, stream, varve.NoStream, events("E", 1)...)
-		if _, ok, got := readFromSnapshot(t, s, stream); ok || len(got) != 1 {
-			t.Fatalf("a stream created again: ok=%v, %d events", ok, len(got))
-		}
+		deleteAndRecreate(t, s, stream, varve.Any)
 		if err := s.Tombstone(ctx, stream, varve.Any); err != nil {
 			t.Fatal(err)
 		}
@@ -201,14 +208,6 @@ func testSnapshotRead(t *testing.T, f Factory) {
 
 		// A deleted stream starts again without the snapshots of its
 		// earlier life.
-		if err := s.Delete(ctx, stream, varve.Exact(6)); err != nil {
-			t.Fatal(err)
-		}
-		_, _, _, err = readFromSnapshotErr(t, s, stream)
-		wantErr(t, "read of a deleted stream", err, varve.ErrStreamNotFound)
-		mustAppend(t, s, stream, varve.NoStream, events("E", 1)...)
-		if _, ok, got := readFromSnapshot(t, s, stream); ok || len(got) != 1 {
-			t.Fatalf("a stream created again: ok=%v, %d events", ok, len(got))
-		}
+		deleteAndRecreate(t, s, stream, varve.Exact(6))
 	})
 }
