@@ -2,6 +2,9 @@ package nats
 
 import (
 	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/varve-go/varve"
@@ -49,6 +52,77 @@ func TestSnapshotInCommitTwoProcesses(t *testing.T) {
 			if err != nil || !ok || s.Version != 3 || string(s.Data) != "three" || len(evs) != 0 {
 				t.Fatalf("read after the other process's append: %+v ok=%v, %d events, %v", s, ok, len(evs), err)
 			}
+		})
+	}
+}
+
+// TestSnapshotInCommitRace: two processes increment one counter kept as
+// the snapshot of its stream, each reading it with ReadFromSnapshot and
+// writing it with AppendWithSnapshot at the version read, retrying on a
+// conflict. Every increment is one event; in the end the snapshot is the
+// number of events, at their version, whatever the interleaving.
+func TestSnapshotInCommitRace(t *testing.T) {
+	for _, srv := range []struct{ name, url string }{{"machine", testenv.NATSURL(t)}, {"embedded", embeddedURL}} {
+		t.Run(srv.name, func(t *testing.T) {
+			cfg := testConfig(srv.url, uniqueName("snaprace"))
+			procs := []*Backend{mode{}.open(t, cfg), open(t, cfg)}
+			const perWorker, workers = 25, 4
+			ctx := ctxT(t)
+			var conflicts atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for w := range workers {
+				b := procs[w%len(procs)]
+				wg.Go(func() {
+					for done := 0; done < perWorker; {
+						s, ok, evs, err := b.ReadFromSnapshot(ctx, "counter", 100, nil)
+						n, v := 0, varve.Version(0)
+						switch {
+						case errors.Is(err, varve.ErrStreamNotFound):
+						case err != nil:
+							errs <- err
+							return
+						case ok:
+							if n, err = strconv.Atoi(string(s.Data)); err != nil {
+								errs <- err
+								return
+							}
+							n, v = n+len(evs), s.Version+varve.Version(len(evs))
+						default:
+							n, v = len(evs), varve.Version(len(evs))
+						}
+						_, err = b.AppendWithSnapshot(ctx, varve.AppendRequest{Stream: "counter", Expected: varve.Exact(v), Events: makeEvents(1, 8)},
+							varve.Snapshot{Stream: "counter", Version: v + 1, Data: []byte(strconv.Itoa(n + 1))})
+						var wrong *varve.WrongExpectedVersionError
+						switch {
+						case errors.As(err, &wrong):
+							conflicts.Add(1)
+						case err != nil:
+							errs <- err
+							return
+						default:
+							done++
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			const total = perWorker * workers
+			for _, b := range procs {
+				s, ok, evs, err := b.ReadFromSnapshot(ctx, "counter", 100, nil)
+				if err != nil || !ok || s.Version != total || string(s.Data) != strconv.Itoa(total) || len(evs) != 0 {
+					t.Fatalf("final read: %+v ok=%v, %d events, %v; want the count %d at version %d", s, ok, len(evs), err, total, total)
+				}
+				all, err := b.ReadStream(ctx, varve.StreamQuery{Stream: "counter", From: 1, Limit: 2 * total}, nil)
+				if err != nil || len(all) != total {
+					t.Fatalf("stream holds %d events, %v; want %d", len(all), err, total)
+				}
+			}
+			t.Logf("%d increments, %d conflicts", total, conflicts.Load())
 		})
 	}
 }
