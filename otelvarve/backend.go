@@ -141,6 +141,11 @@ func end(span trace.Span, kv []attribute.KeyValue, err error, n int) {
 }
 
 func (w *backend) Append(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
+	return w.append(ctx, req, w.inner.Append)
+}
+
+// append traces and measures an append that do carries out.
+func (w *backend) append(ctx context.Context, req varve.AppendRequest, do func(context.Context, varve.AppendRequest) (varve.AppendResult, error)) (varve.AppendResult, error) {
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanAppend, clientSpan...)
 	var kv []attribute.KeyValue
@@ -150,7 +155,7 @@ func (w *backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 	if w.propagate {
 		req.Events = injectEvents(req.Events, span.SpanContext(), w.maxEvent)
 	}
-	res, err := w.inner.Append(ctx, req)
+	res, err := do(ctx, req)
 	n := len(req.Events)
 	w.appendOp.record(ctx, start, err, n)
 	if err == nil {
@@ -164,18 +169,26 @@ func (w *backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 }
 
 func (w *backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
-	start := time.Now()
 	dir := "forward"
 	if q.Direction == varve.Backward {
 		dir = "backward"
 	}
+	return w.readStream(ctx, q.Stream, dir, buf, func(ctx context.Context) ([]varve.RecordedEvent, error) {
+		return w.inner.ReadStream(ctx, q, buf)
+	})
+}
+
+// readStream traces and measures a page of a stream read that do carries
+// out, appending to buf.
+func (w *backend) readStream(ctx context.Context, stream, dir string, buf []varve.RecordedEvent, do func(context.Context) ([]varve.RecordedEvent, error)) ([]varve.RecordedEvent, error) {
+	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, SpanReadStream, clientSpan...)
 	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		kv = spanAttrs(span, w.backendAttr, AttrStream.String(q.Stream), AttrDirection.String(dir))
+		kv = spanAttrs(span, w.backendAttr, AttrStream.String(stream), AttrDirection.String(dir))
 	}
 	before := len(buf)
-	out, err := w.inner.ReadStream(ctx, q, buf)
+	out, err := do(ctx)
 	n := len(out) - before
 	if err != nil {
 		n = 0

@@ -14,7 +14,8 @@ import (
 // wrapper, one per capability that the wrapped backend has: the Store
 // looks for each capability down the Unwrap chain, so it finds the traced
 // one exactly when the backend has it, and the others (snapshots,
-// checkpoints, wake-ups, listings, leases) on the backend itself. Each
+// checkpoints, wake-ups, listings, leases) on the backend itself;
+// snapshots kept in commits are appends and reads, and traced as such. Each
 // layer embeds the backend only as a [varve.Backend], so it implements no
 // capability but its own.
 
@@ -26,6 +27,9 @@ func (w *backend) layers() varve.Backend {
 	}
 	if capabilityOf[varve.TagStore](w) != nil {
 		b = &tagLayer{Backend: b, w: w}
+	}
+	if capabilityOf[varve.CommitSnapshotStore](w) != nil {
+		b = &snapshotLayer{Backend: b, w: w}
 	}
 	// A backend may have the method and find at open that it cannot serve
 	// it (NATS before 2.12): then the Store must not find it either.
@@ -177,6 +181,42 @@ func (l *filteredLayer) ReadAllFiltered(ctx context.Context, q varve.FilterQuery
 	}
 	end(span, kv, err, n)
 	return out, through, err
+}
+
+type snapshotLayer struct {
+	varve.Backend
+	w *backend
+}
+
+func (l *snapshotLayer) Unwrap() varve.Backend { return l.Backend }
+
+func (l *snapshotLayer) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
+	return capabilityOf[varve.CommitSnapshotStore](l.w).SaveSnapshot(ctx, s)
+}
+
+func (l *snapshotLayer) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
+	return capabilityOf[varve.CommitSnapshotStore](l.w).LoadSnapshot(ctx, stream)
+}
+
+// AppendWithSnapshot is traced and measured as an append.
+func (l *snapshotLayer) AppendWithSnapshot(ctx context.Context, req varve.AppendRequest, snap varve.Snapshot) (varve.AppendResult, error) {
+	return l.w.append(ctx, req, func(ctx context.Context, req varve.AppendRequest) (varve.AppendResult, error) {
+		return capabilityOf[varve.CommitSnapshotStore](l.w).AppendWithSnapshot(ctx, req, snap)
+	})
+}
+
+// ReadFromSnapshot is traced and measured as a page of a forward stream
+// read.
+func (l *snapshotLayer) ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []varve.RecordedEvent) (varve.Snapshot, bool, []varve.RecordedEvent, error) {
+	var snap varve.Snapshot
+	var ok bool
+	out, err := l.w.readStream(ctx, stream, "forward", buf, func(ctx context.Context) ([]varve.RecordedEvent, error) {
+		var out []varve.RecordedEvent
+		var err error
+		snap, ok, out, err = capabilityOf[varve.CommitSnapshotStore](l.w).ReadFromSnapshot(ctx, stream, limit, buf)
+		return out, err
+	})
+	return snap, ok, out, err
 }
 
 // newCapabilityInstruments makes the instruments of the traced

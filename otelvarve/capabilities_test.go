@@ -130,3 +130,52 @@ func TestCapabilitySpans(t *testing.T) {
 		}
 	})
 }
+
+// TestSnapshotInCommitSpans: on a backend that keeps snapshots in commits,
+// the Store finds them under the wrapper, an append with a snapshot is
+// traced as an append (its events carry the span's trace context) and a
+// read from the snapshot as a stream read.
+func TestSnapshotInCommitSpans(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
+		b := k.Backend(t)
+		if _, ok := b.(varve.CommitSnapshotStore); !ok {
+			t.Skipf("backend %q keeps no snapshots in commits", b.Features().Name)
+		}
+		ctx := context.Background()
+		tel := newTelemetry(t)
+		s, err := varve.New(Wrap(b, tel.opts()...), varve.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if !s.Snapshots().InCommits() {
+			t.Fatal("the wrapped store does not keep snapshots in commits")
+		}
+		if _, err := s.Snapshots().Append(ctx, "acct-1", varve.NoStream, varve.Snapshot{Version: 1, Data: []byte("{}")}, varve.NewEvent("Opened", nil)); err != nil {
+			t.Fatal(err)
+		}
+		appends := tel.ended(SpanAppend)
+		if len(appends) != 1 || attrs(appends[0].Attributes())[AttrStream] != "acct-1" {
+			t.Fatalf("%d append spans, want 1 of acct-1", len(appends))
+		}
+		reads := len(tel.ended(SpanReadStream))
+		snap, ok, evs, err := s.Snapshots().Read(ctx, "acct-1")
+		if err != nil || !ok || snap.Version != 1 {
+			t.Fatalf("read: %+v %v %v", snap, ok, err)
+		}
+		for range evs {
+			t.Fatal("events after the snapshot at the stream's version")
+		}
+		if n := len(tel.ended(SpanReadStream)); n != reads+1 {
+			t.Fatalf("%d read spans after the read, want %d", n, reads+1)
+		}
+		for e, err := range s.ReadStream(ctx, "acct-1") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc, ok := SpanContextFromEvent(e); !ok || sc.TraceID() != appends[0].SpanContext().TraceID() {
+				t.Errorf("event's trace context %v (ok %v), want the append span's", sc.TraceID(), ok)
+			}
+		}
+	})
+}
