@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -192,9 +193,26 @@ func testSnapshotRead(t *testing.T, f Factory) {
 		sameSnapshot(t, "saved snapshot", snap, saved)
 		sameEvent(t, got[0], plain[2])
 
+		// A truncation keeps the snapshot kept with the stream's last
+		// commit, also one that removes every event.
+		small := snapshot(stream, 6, `{"v":6}`)
+		if _, err := ss.Append(ctx, stream, varve.Exact(5), small, events("E", 1)...); err != nil {
+			t.Fatal(err)
+		}
+		for _, before := range []varve.Version{4, 100} {
+			if err := s.Truncate(ctx, stream, before); err != nil {
+				t.Fatal(err)
+			}
+			snap, ok, got = readFromSnapshot(t, s, stream)
+			if !ok || len(got) != 0 {
+				t.Fatalf("after a truncation before %d: ok=%v, %d events", before, ok, len(got))
+			}
+			sameSnapshot(t, fmt.Sprintf("snapshot after a truncation before %d", before), snap, small)
+		}
+
 		// A large snapshot, beyond what one message of some servers holds.
-		big := snapshot(stream, 6, string(bytes.Repeat([]byte("s"), 3<<19)))
-		if _, err := ss.Append(ctx, stream, varve.Exact(5), big, events("E", 1)...); err != nil {
+		big := snapshot(stream, 7, string(bytes.Repeat([]byte("s"), 3<<19)))
+		if _, err := ss.Append(ctx, stream, varve.Exact(6), big, events("E", 1)...); err != nil {
 			t.Fatal(err)
 		}
 		snap, ok, got = readFromSnapshot(t, s, stream)
@@ -202,12 +220,9 @@ func testSnapshotRead(t *testing.T, f Factory) {
 			t.Fatalf("after a large snapshot: ok=%v, %d events", ok, len(got))
 		}
 		sameSnapshot(t, "large snapshot", snap, big)
-		if n := len(mustRead(t, s, stream)); n != 6 {
-			t.Fatalf("stream holds %d events, want 6", n)
+		if got := mustRead(t, s, stream); !equalVersions(versions(got), seqVersions(7, 7)) {
+			t.Fatalf("stream holds versions %v, want 7 alone", versions(got))
 		}
-
-		// A deleted stream starts again without the snapshots of its
-		// earlier life.
-		deleteAndRecreate(t, s, stream, varve.Exact(6))
+		deleteAndRecreate(t, s, stream, varve.Exact(7))
 	})
 }

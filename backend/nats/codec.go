@@ -264,20 +264,26 @@ func appendSnapshotSection(b []byte, s varve.Snapshot) []byte {
 
 func snapshotSectionSize(s varve.Snapshot) int { return 1 + 2*binary.MaxVarintLen64 + 8 + len(s.Data) }
 
-// snapshotIn returns the snapshot that a commit's payload (its events and
-// sections) keeps, if any: the state of stream at version, the commit's.
-// Data aliases the payload.
-func snapshotIn(stream string, payload []byte, version varve.Version) (varve.Snapshot, bool, error) {
+// snapshotSection returns the snapshot section of a payload (a commit's
+// events and sections, or a truncation marker's body: no events and the
+// section it carries on), or nil.
+func snapshotSection(payload []byte) ([]byte, error) {
 	r, err := newEventReader(payload)
 	if err == nil {
 		err = r.skip()
 	}
-	if err != nil {
-		return varve.Snapshot{}, false, err
+	if err != nil || len(r.b) == 0 || r.b[0] != sectionSnapshot {
+		return nil, err
 	}
-	b := r.b
-	if len(b) == 0 || b[0] != sectionSnapshot {
-		return varve.Snapshot{}, false, nil
+	return r.b, nil
+}
+
+// snapshotIn returns the snapshot that a payload keeps, if any: the state
+// of stream at version, the message's. Data aliases the payload.
+func snapshotIn(stream string, payload []byte, version varve.Version) (varve.Snapshot, bool, error) {
+	b, err := snapshotSection(payload)
+	if err != nil || b == nil {
+		return varve.Snapshot{}, false, err
 	}
 	schema, k := binary.Varint(b[1:])
 	if k <= 0 || len(b) < 1+k+8 {

@@ -138,22 +138,29 @@ func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
 
 // LoadSnapshot implements varve.SnapshotStore (one direct get).
 func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapshot, bool, error) {
+	s, _, ok, err := b.loadSnapshot(ctx, stream)
+	return s, ok, err
+}
+
+// loadSnapshot reads the stream's snapshot from the bucket, and where it
+// was taken when the process that saved it knew (else a zero hint).
+func (b *Backend) loadSnapshot(ctx context.Context, stream string) (varve.Snapshot, hint, bool, error) {
 	if err := varve.CheckStreamID(stream); err != nil {
-		return varve.Snapshot{}, false, err
+		return varve.Snapshot{}, hint{}, false, err
 	}
 	v, ok, err := b.kvGet(ctx, b.cfg.SnapshotBucket, &b.snaps, encodeID(stream), true)
 	if err != nil || !ok {
-		return varve.Snapshot{}, false, err
+		return varve.Snapshot{}, hint{}, false, err
 	}
 	s, at, err := decodeSnapshot(stream, v)
 	if err != nil {
-		return varve.Snapshot{}, false, b.fail("decode snapshot", err)
+		return varve.Snapshot{}, hint{}, false, b.fail("decode snapshot", err)
 	}
 	if at.seq != 0 {
 		// A read of the events after the snapshot starts at its commit.
 		b.streams.rememberHint(stream, at)
 	}
-	return s, true, nil
+	return s, at, true, nil
 }
 
 // deleteSnapshot removes the snapshot of a deleted stream, so that a new

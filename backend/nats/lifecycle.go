@@ -2,6 +2,8 @@ package nats
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,8 +14,8 @@ import (
 
 // publishMarker stores a marker with state st on the stream's subject if h
 // is still its last message. ok is false when another message came first.
-func (b *Backend) publishMarker(ctx context.Context, subj string, h head, st state) (seq uint64, ok bool, err error) {
-	data := make([]byte, stateLen)
+func (b *Backend) publishMarker(ctx context.Context, subj string, h head, st state, body []byte) (seq uint64, ok bool, err error) {
+	data := append(make([]byte, stateLen, stateLen+len(body)), body...)
 	st.prev = h.seq
 	putState(data, st)
 	ack, err := b.c.Publish(ctx, subj, data, jsclient.Expect{LastSubjectSeq: h.seq, CheckLast: true})
@@ -105,7 +107,14 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 		if floor > h.st.floor {
 			st := h.st
 			st.kind, st.floor, st.last, st.prev = kindTruncated, floor, h.lastPos(), h.seq
-			seq, ok, err := b.publishMarker(ctx, subj, h, st)
+			body, err := b.carriedSnapshot(ctx, h, m)
+			if errors.Is(err, errChunkMissing) {
+				continue // purged under us: read the new head
+			}
+			if err != nil {
+				return b.fail("", err)
+			}
+			seq, ok, err := b.publishMarker(ctx, subj, h, st, body)
 			if err != nil {
 				return b.fail("", err)
 			}
@@ -133,6 +142,31 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 		}
 		return nil
 	}
+}
+
+// carriedSnapshot is the body of a truncation marker published over the
+// head h (message m): no events and the snapshot section that h keeps, so
+// that the snapshot kept with the stream's last commit stays the stream's
+// when the truncation purges that commit. Nil when h keeps none.
+func (b *Backend) carriedSnapshot(ctx context.Context, h head, m jsclient.Msg) ([]byte, error) {
+	var payload []byte
+	switch {
+	case h.st.isCommit():
+		p, err := b.payload(ctx, m, h.st)
+		if err != nil {
+			return nil, err
+		}
+		payload = p
+	case h.st.kind == kindTruncated && len(m.Data) > stateLen:
+		payload = m.Data[stateLen:]
+	default:
+		return nil, nil
+	}
+	sec, err := snapshotSection(payload)
+	if err != nil || sec == nil || stateLen+1+len(sec)+512 > b.maxPayload {
+		return nil, err // a snapshot above max_payload is not carried on
+	}
+	return append(binary.AppendUvarint(nil, 0), sec...), nil
 }
 
 func firstChunk(m jsclient.Msg) uint64 {
@@ -180,7 +214,7 @@ func (b *Backend) Delete(ctx context.Context, stream string, expected varve.Expe
 		if tombstone {
 			st.kind = kindTombstone
 		}
-		seq, ok, err := b.publishMarker(ctx, subj, h, st)
+		seq, ok, err := b.publishMarker(ctx, subj, h, st, nil)
 		if err != nil {
 			return b.fail("", err)
 		}

@@ -19,10 +19,11 @@ func (b *Backend) AppendWithSnapshot(ctx context.Context, req varve.AppendReques
 }
 
 // ReadFromSnapshot implements varve.CommitSnapshotStore. One direct get of
-// the stream's last message answers it when that commit keeps a snapshot
-// (a chunked commit reads its chunks too). Otherwise the snapshot bucket's
-// snapshot (one more get) and the events after it, read from that head as
-// ReadStream reads them.
+// the stream's last message answers it when that commit keeps a snapshot,
+// or when it is a truncation marker that carried the snapshot on (a
+// chunked commit reads its chunks too). Otherwise the snapshot bucket's
+// snapshot (one more get), unless it is of an earlier life of the stream,
+// and the events after it, read from that head as ReadStream reads them.
 func (b *Backend) ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []varve.RecordedEvent) (varve.Snapshot, bool, []varve.RecordedEvent, error) {
 	if err := b.ready(ctx); err != nil {
 		return varve.Snapshot{}, false, buf, err
@@ -35,29 +36,36 @@ func (b *Backend) ReadFromSnapshot(ctx context.Context, stream string, limit int
 	if err := headErr(h); err != nil {
 		return varve.Snapshot{}, false, buf, err
 	}
-	if h.st.isCommit() {
-		p, err := b.payload(ctx, m, h.st)
-		var s varve.Snapshot
-		var ok bool
-		if err == nil {
-			s, ok, err = snapshotIn(stream, p, h.st.version)
+	var body []byte
+	switch {
+	case h.st.isCommit():
+		if body, err = b.payload(ctx, m, h.st); err != nil {
+			return varve.Snapshot{}, false, buf, b.fail("", err)
 		}
+	case h.st.kind == kindTruncated && len(m.Data) > stateLen:
+		body = m.Data[stateLen:] // the snapshot a truncation carried on
+	}
+	if body != nil {
+		s, ok, err := snapshotIn(stream, body, h.st.version)
 		if err != nil {
-			return varve.Snapshot{}, false, buf, b.fail("", fmt.Errorf("commit %d: %w", h.seq, err))
+			return varve.Snapshot{}, false, buf, b.fail("", fmt.Errorf("message %d: %w", h.seq, err))
 		}
 		if ok {
 			return s, true, buf, nil
 		}
 	}
-	s, ok, err := b.LoadSnapshot(ctx, stream)
+	s, at, ok, err := b.loadSnapshot(ctx, stream)
 	if err != nil {
 		return varve.Snapshot{}, false, buf, err
 	}
 	from := varve.Version(1)
-	if ok && s.Version <= h.st.version {
+	switch {
+	case !ok:
+	case s.Version > h.st.version, at.seq != 0 && at.incarnation != h.incarnation():
+		// Of a later head than this read's, or of an earlier life.
+		s, ok = varve.Snapshot{}, false
+	default:
 		from = s.Version + 1
-	} else {
-		s, ok = varve.Snapshot{}, false // none, or one of a later head than this read's
 	}
 	out, err := b.readAt(ctx, varve.StreamQuery{Stream: stream, From: from, Limit: limit}, subj, h, m, buf)
 	return s, ok, out, err
