@@ -109,8 +109,10 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.snaps = capability[SnapshotStore](b)
 	// Snapshots in commits only from the backend that keeps the store's
 	// snapshots, not from one under a wrapper that keeps them itself.
-	if c := capability[CommitSnapshotStore](b); c != nil && SnapshotStore(c) == s.snaps {
-		s.inline = c
+	if c, depth := capabilityAt[CommitSnapshotStore](b); c != nil {
+		if _, d := capabilityAt[SnapshotStore](b); d == depth {
+			s.inline = c
+		}
 	}
 	s.cps = capability[CheckpointStore](b)
 	s.watcher = capability[Watcher](b)
@@ -141,9 +143,16 @@ type Unwrapper interface {
 // capability returns the first of b and the backends it wraps that
 // implements T, or T's zero value.
 func capability[T any](b Backend) T {
-	for b != nil {
+	c, _ := capabilityAt[T](b)
+	return c
+}
+
+// capabilityAt is capability, and how many Unwraps down it found T (-1:
+// nowhere).
+func capabilityAt[T any](b Backend) (T, int) {
+	for depth := 0; b != nil; depth++ {
 		if c, ok := b.(T); ok {
-			return c
+			return c, depth
 		}
 		u, ok := b.(Unwrapper)
 		if !ok {
@@ -152,7 +161,7 @@ func capability[T any](b Backend) T {
 		b = u.Unwrap()
 	}
 	var zero T
-	return zero
+	return zero, -1
 }
 
 // Backend returns the store's backend. Applications rarely need it: the

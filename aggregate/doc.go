@@ -83,5 +83,9 @@
 // from a current one when the new stream is already longer than the
 // snapshot; Execute detects the shorter case by the conflict it causes and
 // rebuilds from the events. A stream truncated without a snapshot at or after
-// the truncation point loads without its early events.
+// the truncation point loads without its early events. Where states are kept
+// in commits, the snapshot at or after the truncation point is the one in
+// the stream's last commit (a truncation carries it on, on NATS): truncate
+// an aggregate's stream when its last commit is a save of the repository,
+// not after another writer's append.
 package aggregate

@@ -97,6 +97,21 @@ func TestSnapshotsInCommits(t *testing.T) {
 				want(r, "b", 5)
 			})
 
+			t.Run("a truncated stream", func(t *testing.T) {
+				r := repo(aggregate.Config{SnapshotEvery: 10}, 1)
+				for range 5 {
+					mustExecute(t, r, "t", deposit(5))
+				}
+				for _, before := range []varve.Version{3, 100} {
+					if err := s.Truncate(ctxFor(t), r.Stream("t"), before); err != nil {
+						t.Fatal(err)
+					}
+					want(r, "t", 5)
+				}
+				mustExecute(t, r, "t", deposit(5))
+				want(r, "t", 6)
+			})
+
 			t.Run("a state larger than the bound", func(t *testing.T) {
 				r := repo(aggregate.Config{SnapshotEvery: 4, SnapshotInCommitMax: 8}, 1)
 				for range 10 {

@@ -128,6 +128,8 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 				def.Category, store.Features().Name, varve.ErrNotSupported)
 		}
 		r.inCommit = r.snaps.InCommits() && cfg.SnapshotInCommitMax > 0
+		// A snapshot goes into a commit only within the store's bound on it.
+		r.cfg.SnapshotInCommitMax = min(cfg.SnapshotInCommitMax, store.Config().MaxAppendBytes)
 	}
 	if cfg.CacheSize > 0 {
 		c, err := otter.New(&otter.Options[string, *cached[T]]{MaximumSize: cfg.CacheSize})
