@@ -84,12 +84,16 @@
 // a commit with a snapshot, that one direct get is the whole read (a load
 // and a save of an aggregate are two requests on every server version);
 // otherwise the snapshot bucket's snapshot and the events after it, read
-// from that head as ReadStream reads them (one get more than a commit
-// with a snapshot). So a snapshot kept in a commit is the stream's while
-// that commit is its last: an append without one, a truncation or a
-// delete ends it, and Snapshots.Load returns only the bucket's snapshots.
-// A commit above max_payload keeps its snapshot in its chunks, with its
-// events.
+// from that head as ReadStream reads them (a get more, and the reads of
+// the events after the bucket's snapshot that the head's commit does not
+// hold). So a snapshot kept in a commit is the stream's while that commit
+// is its last: an append without one or a delete ends it, and
+// Snapshots.Load returns only the bucket's snapshots. A truncation carries
+// the last commit's snapshot on in its marker (unless it is too large for
+// one message), as it may purge that commit. A commit above max_payload
+// keeps its snapshot in its chunks, with its events. A bucket snapshot
+// that says it was taken in an earlier life of the stream (before a
+// delete) is not used.
 //
 // Optimistic concurrency is checked by the server: a commit is published
 // with Nats-Expected-Last-Subject-Sequence set to the subject's last
@@ -450,8 +454,8 @@
 // The row "snapshot in each commit" (BenchmarkLoadSave/commit-snapshot,
 // the snapshot kept in every commit and read with the head; 2026-11-26,
 // medians of 3 runs of -benchtime 3000x, alternating with the
-// "snapshot" row, which then gave 802 and 2,661 ops/s): 2.96-3.26x the
-// "snapshot" cycle on 2.9.10, 2.68-3.15x on 2.15.2. A process that meets
+// "snapshot" row, which then gave 802 and 2,661 ops/s): 2.87-3.26x the
+// "snapshot" cycle on 2.9.10, 2.68-3.15x on 2.15.2 (run by run). A process that meets
 // the aggregate for the first time (commit-snapshot-cold) pays 4 requests
 // on 2.9.10 and 3 on 2.15.2 (the head, the stream's event ids for the
 // append, the publish), against 8.4 and 3.1 with the bucket's snapshots.
