@@ -108,8 +108,18 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 			st := h.st
 			st.kind, st.floor, st.last, st.prev = kindTruncated, floor, h.lastPos(), h.seq
 			body, err := b.carriedSnapshot(ctx, h, m)
-			if errors.Is(err, errChunkMissing) {
-				continue // purged under us: read the new head
+			if errors.Is(err, errCorrupt) {
+				// A chunk purged under us by a truncation or delete that
+				// moved the head (read it again), or a head that cannot be
+				// read whole: truncate without carrying a snapshot on.
+				nh, _, ferr := b.fetchHead(ctx, stream, subj)
+				if ferr != nil {
+					return b.fail("", ferr)
+				}
+				if nh.seq != h.seq {
+					continue
+				}
+				body, err = nil, nil
 			}
 			if err != nil {
 				return b.fail("", err)

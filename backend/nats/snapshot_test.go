@@ -1,11 +1,14 @@
 package nats
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/testenv"
@@ -124,5 +127,39 @@ func TestSnapshotInCommitRace(t *testing.T) {
 			}
 			t.Logf("%d increments, %d conflicts", total, conflicts.Load())
 		})
+	}
+}
+
+// TestTruncateChunkedHeadWithoutChunks: a truncation over a chunked head
+// commit whose chunks are gone (an operator purged them) does not wait for
+// them: it truncates without carrying the snapshot on.
+func TestTruncateChunkedHeadWithoutChunks(t *testing.T) {
+	cfg := testConfig(embeddedURL, uniqueName("snapchunks"))
+	b := mode{}.open(t, cfg)
+	ctx := ctxT(t)
+	req := varve.AppendRequest{Stream: "acct-1", Expected: varve.NoStream, Events: makeEvents(2, 10)}
+	big := varve.Snapshot{Stream: "acct-1", Version: 2, Data: bytes.Repeat([]byte("s"), 3<<19)}
+	if _, err := b.AppendWithSnapshot(ctx, req, big); err != nil {
+		t.Fatal(err)
+	}
+	h, ok := b.streams.head("acct-1")
+	if !ok || h.st.kind != kindChunked {
+		t.Fatalf("head %+v (cached %v), want a chunked commit", h, ok)
+	}
+	if err := b.c.Purge(ctx, b.chPrefix+b.token("acct-1"), h.seq+1); err != nil {
+		t.Fatal(err)
+	}
+	before := b.Requests()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.Truncate(tctx, "acct-1", 2); err != nil {
+		t.Fatalf("truncate: %v", err)
+	}
+	if n := b.Requests() - before; n > 10 {
+		t.Fatalf("truncate took %d requests", n)
+	}
+	info, err := b.StreamInfo(ctx, "acct-1")
+	if err != nil || info.Version != 2 {
+		t.Fatalf("after the truncation: %+v, %v", info, err)
 	}
 }
