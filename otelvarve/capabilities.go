@@ -28,8 +28,12 @@ func (w *backend) layers() varve.Backend {
 	if capabilityOf[varve.TagStore](w) != nil {
 		b = &tagLayer{Backend: b, w: w}
 	}
-	if capabilityOf[varve.CommitSnapshotStore](w) != nil {
-		b = &snapshotLayer{Backend: b, w: w}
+	// Only when the backend's snapshots are the ones kept in commits (see
+	// varve.New), not a wrapper's under w that keeps snapshots itself.
+	if c, depth := capabilityAtOf[varve.CommitSnapshotStore](w); c != nil {
+		if _, d := capabilityAtOf[varve.SnapshotStore](w); d == depth {
+			b = &snapshotLayer{Backend: b, w: w}
+		}
 	}
 	// A backend may have the method and find at open that it cannot serve
 	// it (NATS before 2.12): then the Store must not find it either.
@@ -44,15 +48,22 @@ func (w *backend) layers() varve.Backend {
 // capabilityOf is the capability T of the backend under w: that of
 // w.inner or, when w.inner wraps another, of the one under it.
 func capabilityOf[T any](w *backend) T {
+	c, _ := capabilityAtOf[T](w)
+	return c
+}
+
+// capabilityAtOf is capabilityOf, and how many Unwraps under w.inner it
+// found T (-1: nowhere).
+func capabilityAtOf[T any](w *backend) (T, int) {
 	var b varve.Backend = w.inner
-	for {
+	for depth := 0; ; depth++ {
 		if c, ok := b.(T); ok {
-			return c
+			return c, depth
 		}
 		u, ok := b.(varve.Unwrapper)
 		if !ok {
 			var zero T
-			return zero
+			return zero, -1
 		}
 		b = u.Unwrap()
 	}

@@ -177,5 +177,38 @@ func TestSnapshotInCommitSpans(t *testing.T) {
 				t.Errorf("event's trace context %v (ok %v), want the append span's", sc.TraceID(), ok)
 			}
 		}
+
+		// Over a wrapper that keeps snapshots itself, the store keeps
+		// none in commits, with the tracing wrapper as without it.
+		own := ownSnapshots{Backend: k.Backend(t), snaps: map[string]varve.Snapshot{}}
+		s2, err := varve.New(Wrap(own, tel.opts()...), varve.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close()
+		if s2.Snapshots().InCommits() {
+			t.Fatal("snapshots in commits offered past a wrapper that keeps snapshots itself")
+		}
+		if err := s2.Snapshots().Save(ctx, varve.Snapshot{Stream: "acct-1", Version: 1}); err != nil || len(own.snaps) != 1 {
+			t.Fatalf("save: %v; the wrapper holds %d snapshots, want 1", err, len(own.snaps))
+		}
 	})
+}
+
+// ownSnapshots wraps a backend and keeps snapshots itself.
+type ownSnapshots struct {
+	varve.Backend
+	snaps map[string]varve.Snapshot
+}
+
+func (o ownSnapshots) Unwrap() varve.Backend { return o.Backend }
+
+func (o ownSnapshots) SaveSnapshot(_ context.Context, s varve.Snapshot) error {
+	o.snaps[s.Stream] = s
+	return nil
+}
+
+func (o ownSnapshots) LoadSnapshot(_ context.Context, stream string) (varve.Snapshot, bool, error) {
+	s, ok := o.snaps[stream]
+	return s, ok, nil
 }
