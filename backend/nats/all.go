@@ -69,8 +69,8 @@ func (b *Backend) page(ctx context.Context, cur *allCursor, q varve.AllQuery, bu
 		if err != nil {
 			return fmt.Errorf("message %d on %q: %w", m.Seq, m.Subject, err)
 		}
-		p, err := b.payload(ctx, m, st)
-		if err == nil {
+		p, gone, err := b.livePayload(ctx, m, st)
+		if err == nil && !gone {
 			buf, err = emit(buf, p, stream, m.Seq, st, minIdx, b.floors.of(m.Seq), st.version, end)
 		}
 		return err

@@ -157,8 +157,8 @@ func (b *Backend) filteredPage(ctx context.Context, cur *allCursor, q varve.Filt
 		if m.Seq == q.After.Commit {
 			minIdx = int(min(q.After.Seq+1, 1<<31))
 		}
-		p, err := b.payload(ctx, m, st)
-		if err != nil {
+		p, gone, err := b.livePayload(ctx, m, st)
+		if err != nil || gone {
 			return false, err
 		}
 		from := len(buf)

@@ -135,6 +135,25 @@ func (b *Backend) payload(ctx context.Context, m jsclient.Msg, st state) ([]byte
 	return out, nil
 }
 
+// livePayload is payload for the readers of $all: a commit whose chunks a
+// truncation or delete purged after the reader got the commit is gone
+// too (purges remove commits before their chunks), and its events are
+// read as removed (gone) rather than failing the read.
+func (b *Backend) livePayload(ctx context.Context, m jsclient.Msg, st state) (p []byte, gone bool, err error) {
+	p, err = b.payload(ctx, m, st)
+	if !errors.Is(err, errChunkMissing) {
+		return p, false, err
+	}
+	_, found, gerr := b.c.Get(ctx, m.Seq)
+	switch {
+	case gerr != nil:
+		return nil, false, gerr
+	case !found:
+		return nil, true, nil
+	}
+	return nil, false, err
+}
+
 // emit decodes the events of a commit and appends to buf those with index
 // >= minIdx and version in [lo, hi], until buf holds until events.
 func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, st state, minIdx int, lo, hi varve.Version, until int) ([]varve.RecordedEvent, error) {
