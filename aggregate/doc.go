@@ -46,7 +46,7 @@
 // ([varve.Snapshots.Read]): one request when the stream's last commit is
 // such a save, so a load and a save of an aggregate are two requests. A
 // larger state is snapshotted every N events as above. A stream whose last
-// commit another writer made (a plain append, a truncation) loads from the
+// commit another writer made (a plain append) loads from the
 // latest snapshot saved the way above, which for a small state is none:
 // that load replays the whole stream, and the next save keeps the state in
 // its commit again.
