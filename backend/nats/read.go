@@ -193,6 +193,19 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	if err := b.ready(ctx); err != nil {
 		return buf, err
 	}
+	// A chunk that a truncation or delete of the stream purged during the
+	// read: read again from the stream's new head.
+	start := len(buf)
+	for attempt := 1; ; attempt++ {
+		out, err := b.readStream(ctx, q, buf)
+		if !errors.Is(err, errChunkMissing) || attempt == 3 {
+			return out, err
+		}
+		buf = out[:start]
+	}
+}
+
+func (b *Backend) readStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	subj := b.subject(q.Stream)
 	if b.c.BatchGets() {
 		if from, n, ok := b.batchPlan(q); ok {
