@@ -7,7 +7,8 @@
 // each uses its own stream name prefix, judges only the events of its
 // prefix, and waits for its own positions when it reads the global log.
 // Capabilities a backend does not implement ([varve.SnapshotStore],
-// [varve.CheckpointStore], [varve.Watcher]) are skipped by name.
+// [varve.CommitSnapshotStore], [varve.CheckpointStore], [varve.Watcher])
+// are skipped by name.
 //
 // The Churn behaviour appends 20,000 events by default; set the
 // environment variable named by [ChurnEventsEnv] for a longer run.
