@@ -3,6 +3,7 @@ package aggregate_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"testing"
 
 	"github.com/varve-go/varve"
@@ -127,6 +128,22 @@ func TestSnapshotsInCommits(t *testing.T) {
 				}
 			})
 
+			t.Run("a state the codec cannot encode", func(t *testing.T) {
+				def := accountDef(e.cat)
+				def.Codec = stateFails{}
+				r, err := aggregate.New(s, def, aggregate.Config{SnapshotEvery: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 4 {
+					mustExecute(t, r, "f", deposit(5))
+				}
+				if st := r.Stats(); st.SnapshotErrors != 4 || st.SnapshotsSaved != 0 || st.Saves != 4 {
+					t.Fatalf("stats %+v: want 4 saves and one snapshot error each", st)
+				}
+				want(r, "f", 4)
+			})
+
 			t.Run("turned off", func(t *testing.T) {
 				r := repo(aggregate.Config{SnapshotEvery: 4, SnapshotInCommitMax: -1}, 1)
 				for range 9 {
@@ -153,4 +170,14 @@ func TestSnapshotsInCommits(t *testing.T) {
 			})
 		})
 	}
+}
+
+// stateFails is JSON that cannot encode an Account (a state), only events.
+type stateFails struct{ aggregate.JSON }
+
+func (c stateFails) Marshal(v any) ([]byte, error) {
+	if _, ok := v.(Account); ok {
+		return nil, errors.New("stateFails: no states")
+	}
+	return c.JSON.Marshal(v)
 }

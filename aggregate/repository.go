@@ -366,9 +366,8 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	}
 	var res varve.AppendResult
 	var err error
-	inline := false
-	if snap, ok := r.commitSnapshot(a); ok {
-		inline = true
+	snap, inline, unencodable := r.commitSnapshot(a)
+	if inline {
 		res, err = r.snaps.Append(ctx, a.stream, varve.Exact(a.version), snap, a.pending...)
 	} else {
 		res, err = r.store.Append(ctx, a.stream, varve.Exact(a.version), a.pending...)
@@ -389,6 +388,7 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	case inline:
 		r.stats.snapshotsSaved.Add(1)
 		a.snapped = a.version
+	case unencodable: // counted once, by commitSnapshot
 	case r.cfg.SnapshotEvery > 0 && a.version-a.snapped >= varve.Version(r.cfg.SnapshotEvery):
 		r.snapshot(ctx, a)
 	}
@@ -398,26 +398,27 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	return nil
 }
 
-// commitSnapshot returns the snapshot that a's save keeps in its commit:
-// the state with the pending events, when the store keeps snapshots in
-// commits and it is small enough.
-func (r *Repository[T]) commitSnapshot(a *Aggregate[T]) (varve.Snapshot, bool) {
+// commitSnapshot returns the snapshot that a's save keeps in its commit
+// (keep): the state with the pending events, when the store keeps
+// snapshots in commits and it is small enough. unencodable: the Codec
+// failed on the state (counted as a snapshot error).
+func (r *Repository[T]) commitSnapshot(a *Aggregate[T]) (s varve.Snapshot, keep, unencodable bool) {
 	if !r.inCommit || a.big {
-		return varve.Snapshot{}, false
+		return varve.Snapshot{}, false, false
 	}
 	data, err := r.def.Codec.Marshal(a.state)
 	if err != nil {
 		r.stats.snapshotErrors.Add(1)
-		return varve.Snapshot{}, false
+		return varve.Snapshot{}, false, true
 	}
 	if len(data) > r.cfg.SnapshotInCommitMax {
 		a.big = true
-		return varve.Snapshot{}, false
+		return varve.Snapshot{}, false, false
 	}
 	return varve.Snapshot{
 		Stream: a.stream, Version: a.version + varve.Version(len(a.pending)),
 		SchemaVersion: r.def.SchemaVersion, Data: data, TakenAt: time.Now(),
-	}, true
+	}, true, false
 }
 
 func (r *Repository[T]) snapshot(ctx context.Context, a *Aggregate[T]) {
