@@ -159,18 +159,9 @@ func (b *Backend) Truncate(ctx context.Context, stream string, before varve.Vers
 // that the snapshot kept with the stream's last commit stays the stream's
 // when the truncation purges that commit. Nil when h keeps none.
 func (b *Backend) carriedSnapshot(ctx context.Context, h head, m jsclient.Msg) ([]byte, error) {
-	var payload []byte
-	switch {
-	case h.st.isCommit():
-		p, err := b.payload(ctx, m, h.st)
-		if err != nil {
-			return nil, err
-		}
-		payload = p
-	case h.st.kind == kindTruncated && len(m.Data) > stateLen:
-		payload = m.Data[stateLen:]
-	default:
-		return nil, nil
+	payload, err := b.headBody(ctx, h, m)
+	if err != nil || payload == nil {
+		return nil, err
 	}
 	sec, err := snapshotSection(payload)
 	if err != nil || sec == nil || stateLen+1+len(sec)+512 > b.maxPayload {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
 // AppendWithSnapshot implements varve.CommitSnapshotStore: the snapshot is
@@ -16,6 +17,19 @@ func (b *Backend) AppendWithSnapshot(ctx context.Context, req varve.AppendReques
 			snap.Version, req.Expected, len(req.Events), varve.ErrInvalidArgument)
 	}
 	return b.appendOne(ctx, req, &snap)
+}
+
+// headBody returns what may keep a snapshot section in the head h (message
+// m): a commit's payload, or the body of a truncation marker that carried
+// one on; nil for any other head.
+func (b *Backend) headBody(ctx context.Context, h head, m jsclient.Msg) ([]byte, error) {
+	switch {
+	case h.st.isCommit():
+		return b.payload(ctx, m, h.st)
+	case h.st.kind == kindTruncated && len(m.Data) > stateLen:
+		return m.Data[stateLen:], nil
+	}
+	return nil, nil
 }
 
 // ReadFromSnapshot implements varve.CommitSnapshotStore. One direct get of
@@ -36,14 +50,9 @@ func (b *Backend) ReadFromSnapshot(ctx context.Context, stream string, limit int
 	if err := headErr(h); err != nil {
 		return varve.Snapshot{}, false, buf, err
 	}
-	var body []byte
-	switch {
-	case h.st.isCommit():
-		if body, err = b.payload(ctx, m, h.st); err != nil {
-			return varve.Snapshot{}, false, buf, b.fail("", err)
-		}
-	case h.st.kind == kindTruncated && len(m.Data) > stateLen:
-		body = m.Data[stateLen:] // the snapshot a truncation carried on
+	body, err := b.headBody(ctx, h, m)
+	if err != nil {
+		return varve.Snapshot{}, false, buf, b.fail("", err)
 	}
 	if body != nil {
 		s, ok, err := snapshotIn(stream, body, h.st.version)
