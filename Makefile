@@ -2,13 +2,22 @@
 GO ?= go
 PKGS ?= ./... ./cmd/varve/...
 
-.PHONY: test services vet bench lint fmt build soak-long failover-long
+.PHONY: test test-under-load services vet bench lint fmt build soak-long failover-long
 
 # Packages run side by side: each uses schemas, streams and prefixes of its
 # own, waits for its own positions, and $all on PostgreSQL waits only for its
 # own schema's writers, so they share the servers (with other processes too).
 test: services lint
 	$(GO) test -race -count=1 -timeout 18m $(PKGS)
+
+# make test beside a CPU hog of twice the core count (busy shell loops, all
+# ended when the run ends): the tests must hold on a busy CI machine.
+test-under-load:
+	@n=$$(( $$(nproc) * 2 )); pids=; \
+	for i in $$(seq $$n); do (while :; do :; done) & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	echo "test-under-load: $$n busy loops beside make test"; \
+	$(MAKE) test
 
 services:
 	@bash scripts/services.sh

@@ -231,10 +231,13 @@ func TestOverlappingBatches(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceUnderCancel stops the projection at random points, many of
-// them in the middle of a batch's transaction, while events are appended,
-// and checks after each stop that the read model is exactly the fold of
-// the events up to the checkpoint.
+// TestExactlyOnceUnderCancel stops the projection at random points while
+// events are appended: in half of the runs inside a batch's transaction,
+// after a random number of events; in the others a random time after the
+// first event. After each stop the read model must be exactly the fold of
+// the events up to the checkpoint. The stops follow the handler's progress
+// rather than the clock, so that a slow machine still stops it at work, and
+// the runs go on until the checkpoint has moved in 10 of them.
 func TestExactlyOnceUnderCancel(t *testing.T) {
 	s, b := openPG(t)
 	load(t, s, 10, 20, 5)
@@ -253,35 +256,38 @@ func TestExactlyOnceUnderCancel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var moved int
 	var last varve.Position
-	// At least 40 stops, and on until the checkpoint has moved in 10 of
-	// them: on a busy machine a runner stopped after 0-40 ms often has not
-	// committed a batch yet.
 	for i := 0; i < 40 || moved < 10; i++ {
 		if i == 400 {
 			t.Fatalf("the checkpoint moved in only %d of %d runs: the test proves little", moved, i)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		var mu sync.Mutex
 		midBatch := i%2 == 0
+		// A stop after more events than a batch holds comes after a commit.
+		size := 1 + rng.IntN(60)
+		after, wait := 1+rng.IntN(3*size), time.Duration(rng.IntN(40))*time.Millisecond
+		var mu sync.Mutex
+		seen := 0
 		h := counts(b.Schema(), func() {
 			mu.Lock()
 			defer mu.Unlock()
-			if midBatch && rng.IntN(30) == 0 {
+			seen++
+			switch {
+			case midBatch && seen == after:
 				cancel()
+			case !midBatch && seen == 1:
+				time.AfterFunc(wait, cancel)
 			}
 		})
+		// A run that finds no event to handle stops all the same.
+		timer := time.AfterFunc(2*time.Second, cancel)
 		p, err := pgprojection.Projection(s, projection.Projection{Name: "counts", Version: 1, Filter: counted}, h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		size, wait := 1+rng.IntN(60), time.Duration(rng.IntN(40))*time.Millisecond
-		mu.Unlock()
 		r, err := projection.NewRunner(s, p, projection.Config{PageSize: size})
 		if err != nil {
 			t.Fatal(err)
 		}
-		timer := time.AfterFunc(wait, cancel)
 		if err := r.Run(ctx); err != nil {
 			t.Fatalf("stop %d: Run: %v", i, err)
 		}
