@@ -63,6 +63,27 @@ func appendN(t *testing.T, s *varve.Store, stream, typ string, n int) varve.Posi
 	return last
 }
 
+// waitForEnd waits until the store's LastPosition has reached end, for
+// tests of subscriptions that start from the end: on PostgreSQL it stays
+// behind while another transaction of the server is open.
+func waitForEnd(t *testing.T, s *varve.Store, end varve.Position) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		last, err := s.LastPosition(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !last.Less(end) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LastPosition %v never reached %v", last, end)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func ids(evs []varve.RecordedEvent) []string {
 	var out []string
 	for _, e := range evs {
@@ -141,6 +162,7 @@ func testStart(t *testing.T, open opener) {
 	s := open(t, varve.Config{PageSize: 4})
 	mid := appendN(t, s, "a", "E", 3)
 	end := appendN(t, s, "b", "E", 2)
+	waitForEnd(t, s, end)
 	cps := subscription.NewMemoryCheckpoints()
 	if err := cps.SaveCheckpoint(ctx, "saved", mid); err != nil {
 		t.Fatal(err)
