@@ -90,7 +90,11 @@ func TestStatus(t *testing.T) {
 				io.WriteString(w, "answer body")
 			}))
 			defer srv.Close()
-			w := newWebhook(t, srv.URL, webhook.Config{Timeout: 50 * time.Millisecond})
+			timeout := time.Minute // an answer comes, however busy the machine
+			if tc.delay > 0 {
+				timeout = 50 * time.Millisecond
+			}
+			w := newWebhook(t, srv.URL, webhook.Config{Timeout: timeout})
 			err := w.Deliver(context.Background(), testDelivery())
 			if (err != nil) != tc.wantErr || delivery.IsPermanent(err) != tc.permanent {
 				t.Fatalf("err %v (permanent %v); want error %v, permanent %v", err, delivery.IsPermanent(err), tc.wantErr, tc.permanent)
