@@ -342,8 +342,10 @@ func (r *Runner) run(ctx context.Context) error {
 	}
 	start, _ := sub.StartPosition()
 	r.set(func(s *Status) { s.Position, s.State = start, r.catchingUp() })
-	// The head is looked at again when the runner reaches the last one
-	// seen (it is live when it is still there), and at most once a second
+	// The runner is live once it reaches a head it has seen: under a
+	// steady stream of appends the head seen anew is always a little
+	// further on, and a runner that waited for it would never switch
+	// over. The head is looked at again then, and at most once a second
 	// for the lag otherwise: not once per batch.
 	live := false
 	var head varve.Position
@@ -382,14 +384,12 @@ func (r *Runner) run(ctx context.Context) error {
 		}
 		switch {
 		case !live && !sub.Position().Less(head):
-			if err := sample(); err != nil {
+			if err := r.goLive(ctx); err != nil {
 				return err
 			}
-			if !sub.Position().Less(head) {
-				if err := r.goLive(ctx); err != nil {
-					return err
-				}
-				live = true
+			live = true
+			if err := sample(); err != nil {
+				return err
 			}
 		case time.Since(headAt) >= time.Second:
 			if err := sample(); err != nil {
