@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/projection"
 )
@@ -493,4 +495,55 @@ func TestControl(t *testing.T) {
 			t.Fatalf("List = %v, want [ctl]", names)
 		}
 	})
+}
+
+// headAhead is a backend on which another writer appends an event each
+// time the head is looked at: the head seen anew is always further on.
+type headAhead struct {
+	varve.Backend
+	n atomic.Int64
+}
+
+func (h *headAhead) Unwrap() varve.Backend { return h.Backend }
+
+func (h *headAhead) LastPosition(ctx context.Context) (varve.Position, error) {
+	e := varve.NewEvent("Counted", []byte(fmt.Sprintf(`{"n":%d}`, h.n.Add(1))))
+	if _, err := h.Backend.Append(ctx, varve.AppendRequest{Stream: "cnt-w", Expected: varve.Any, Events: []varve.Event{e}, Category: "cnt"}); err != nil {
+		return varve.Position{}, err
+	}
+	return h.Backend.LastPosition(ctx)
+}
+
+// TestLiveUnderSteadyAppends: a runner goes live, and a rebuild is
+// promoted, although every look at the head finds a new event after it.
+func TestLiveUnderSteadyAppends(t *testing.T) {
+	b := &headAhead{Backend: memory.New()}
+	s, err := varve.New(b, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	appendN(t, s, "cnt", "Counted", 20, 3)
+	rec := newRecorder()
+	r, err := projection.NewRunner(s, projection.Projection{Name: "counts", Version: 1,
+		Filter: varve.Filter{Categories: []string{"cnt"}}, Handle: rec.handle}, projection.Config{PageSize: 4, Promote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, r)
+	select {
+	case <-r.Live():
+	case <-time.After(time.Minute):
+		t.Fatalf("not live after %d looks at the head: %+v", b.n.Load(), r.Status())
+	}
+	waitFor(t, "version 1 current", func() bool {
+		v, ok, err := projection.Current(context.Background(), s, "counts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok && v == 1
+	})
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
 }
