@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/server"
 )
 
@@ -125,7 +125,7 @@ func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, li
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.Name, cp, lagText(c, limit), consumerState(c), c.Parked)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", termtext.Escape(c.Name), cp, lagText(c, limit), consumerState(c), c.Parked)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -135,17 +135,16 @@ func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, li
 }
 
 func writeConsumersCSV(w io.Writer, list []server.Consumer) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"name", "checkpoint", "lag", "lag_more", "caught_up", "parked"})
+	cw := newCSV(w)
+	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked")
 	for _, c := range list {
 		cp := ""
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
-		_ = cw.Write([]string{c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked)})
+		cw.row(c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked))
 	}
-	cw.Flush()
-	return cw.Error()
+	return cw.flush()
 }
 
 // confirmIn is where subs reset reads its confirmation; tests replace it.
@@ -235,7 +234,7 @@ error (exit 1).` + opsStoreHelp,
 					if err != nil {
 						return nil
 					}
-					_, werr := fmt.Fprintf(w, "checkpoint of %s: %s -> %s\n", name, positionText(from), target)
+					_, werr := fmt.Fprintf(w, "checkpoint of %s: %s -> %s\n", termtext.Escape(name), positionText(from), target)
 					return werr
 				},
 			})

@@ -65,13 +65,13 @@ func Escape(s string) string {
 
 // JSON returns the JSON text js with every character that Escape would
 // escape and that stands raw in its strings (encoding/json escapes the C0
-// controls but writes C1 controls and format characters as they are)
-// written as a JSON escape (\u009b, \u202e): the same JSON value, safe on
-// a terminal. Invalid UTF-8 is left as it is: it has no JSON escape, and
-// encoding/json writes none but from a json.RawMessage.
+// controls but writes DEL, the C1 controls and format characters as they
+// are) written as a JSON escape (\u007f, \u009b, \u202e): the same JSON
+// value, safe on a terminal. Invalid UTF-8 is left as it is: it has no
+// JSON escape, and encoding/json writes none but from a json.RawMessage.
 func JSON(js []byte) []byte {
 	i := 0
-	for i < len(js) && js[i] < utf8.RuneSelf {
+	for i < len(js) && js[i] < 0x7f {
 		i++
 	}
 	if i == len(js) {
@@ -81,7 +81,7 @@ func JSON(js []byte) []byte {
 	out = append(out, js[:i]...)
 	for i < len(js) {
 		r, size := utf8.DecodeRune(js[i:])
-		if r >= utf8.RuneSelf && unsafe(r) {
+		if r >= 0x7f && unsafe(r) && !(r == utf8.RuneError && size == 1) {
 			if r > 0xffff {
 				hi, lo := utf16.EncodeRune(r)
 				out = appendHex(appendHex(out, `\u`, uint32(hi), 4), `\u`, uint32(lo), 4)

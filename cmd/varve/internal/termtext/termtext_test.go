@@ -71,7 +71,7 @@ func TestJSON(t *testing.T) {
 		{"plain", map[string]string{"a": "b"}, ""},
 		{"C1 and bidi in a key and a value", map[string]string{"k\u009b": "x\u202ey\u2066"}, ""},
 		{"beyond the BMP", []string{"\U000e0041 \U0001f680"}, ""},
-		{"C0 escaped by encoding/json", []string{"\x1b]52;c;x\x07\r\n\t"}, ""},
+		{"C0 escaped by encoding/json, DEL not", []string{"\x1b]52;c;x\x07\r\n\t\x7f"}, ""},
 		{"raw message", json.RawMessage("{\"d\":\"\u009b\u202e\"}"), "{\"d\":\"\u009b\u202e\"}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
