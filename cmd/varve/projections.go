@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -338,7 +337,8 @@ event, with Batch.Replaying set. The read model of that version is incomplete un
 runner is live again; to rebuild without downtime, deploy a new version beside the old
 one instead (Config.Promote switches over when it has caught up). A projection without
 Reset does not rebuild and says so in its runner's status. rebuild asks for the
-projection's name on stdin before it writes; --yes skips the question.` + projectionsHelp + opsStoreHelp,
+projection's name on stdin before it writes (as given, or as the question quotes it);
+an interrupt ends the question at once; --yes skips it.` + projectionsHelp + opsStoreHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
@@ -377,10 +377,10 @@ projection's name on stdin before it writes; --yes skips the question.` + projec
 					return usagef("--version: projection %q has no current version and %d versions (%s): say which", name, len(info.Versions), versionsText(info))
 				}
 				if !yes {
-					fmt.Fprintf(cmd.ErrOrStderr(), "Empty the read model of %s version %d on %s and replay the log?\nType the name to confirm: ", name, version, t.Label)
-					line, _ := bufio.NewReader(confirmIn).ReadString('\n')
-					if strings.TrimSpace(line) != name {
-						return fmt.Errorf("not confirmed: no rebuild of %q requested", name)
+					fmt.Fprintf(cmd.ErrOrStderr(), "Empty the read model of %q version %d on %s and replay the log?\nType the name to confirm: ", name, version, t.Label)
+					ok, err := confirmName(ctx, name)
+					if err != nil || !ok {
+						return notConfirmed(err, "no rebuild of %q requested", name)
 					}
 				}
 				return projection.Rebuild(ctx, s, name, version)

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -147,9 +144,6 @@ func writeConsumersCSV(w io.Writer, list []server.Consumer) error {
 	return cw.flush()
 }
 
-// confirmIn is where subs reset reads its confirmation; tests replace it.
-var confirmIn io.Reader = os.Stdin
-
 func subsResetCmd() *cobra.Command {
 	var (
 		store, to string
@@ -162,9 +156,10 @@ func subsResetCmd() *cobra.Command {
 		Long: `reset saves a consumer's checkpoint at --to: "start" (the consumer gets every event
 again), "end" (it skips everything written so far) or a position no later than the end
 of $all. It asks for the consumer's name on stdin before it writes (a script may pipe
-the name in) and writes nothing without it; --yes skips the question. Stop the consumer
-first: a running one
-saves its own position over the new one. A consumer the store does not know is an
+the name in) and writes nothing without it: the name as given, or as the question
+quotes it (the way to type a name with blanks around it or control characters); an
+interrupt ends the question at once; --yes skips it. Stop the consumer first: a running
+one saves its own position over the new one. A consumer the store does not know is an
 error (exit 1).` + opsStoreHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -209,9 +204,9 @@ error (exit 1).` + opsStoreHelp,
 				if !yes {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Move the checkpoint of %q on %s from %s to %s ($all ends at %s)?\nType the name to confirm: ",
 						name, t.Label, positionText(from), p, last)
-					line, _ := bufio.NewReader(confirmIn).ReadString('\n')
-					if strings.TrimSpace(line) != name {
-						return fmt.Errorf("not confirmed: the checkpoint of %q stays at %s", name, positionText(from))
+					ok, err := confirmName(ctx, name)
+					if err != nil || !ok {
+						return notConfirmed(err, "the checkpoint of %q stays at %s", name, positionText(from))
 					}
 				}
 				if err := s.Checkpoints().Save(ctx, name, p); err != nil {
