@@ -12,6 +12,7 @@ import (
 
 	"github.com/varve-go/varve/cdc/pgcdc"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // cdcHelp ends the help of the cdc commands.
@@ -94,7 +95,7 @@ fails when a slot holds a gigabyte or more of WAL.` + cdcHelp,
 					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(tw, "SLOT\tPLUGIN\tACTIVE\tCONFIRMED\tLAG BYTES\tRETAINED BYTES\tWAL STATUS")
 					for _, s := range slots {
-						fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\n", s.Name, s.Plugin, s.Active, s.ConfirmedFlushLSN, s.LagBytes, s.RetainedBytes, s.WALStatus)
+						fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\n", termtext.Escape(s.Name), termtext.Escape(s.Plugin), s.Active, s.ConfirmedFlushLSN, s.LagBytes, s.RetainedBytes, termtext.Escape(s.WALStatus))
 					}
 					return tw.Flush()
 				},

@@ -18,12 +18,14 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // Exit codes.
@@ -100,13 +102,31 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ee *exitError
 		if !errors.As(err, &ee) || !ee.quiet {
-			fmt.Fprintln(stderr, "varve:", lab.Scrub(err.Error()))
+			fmt.Fprintln(stderr, "varve:", errorText(err))
 		}
 		if code == exitUsage {
 			fmt.Fprintln(stderr, "varve: run 'varve help' or 'varve COMMAND --help' for usage")
 		}
 	}
 	return code
+}
+
+// errorText is err's text for stderr, scrubbed of secrets and escaped for
+// a terminal (termtext.Escape): a line per error when errors.Join joined
+// them, and every other line break escaped, since an error may carry the
+// text of a store or a remote party.
+func errorText(err error) string {
+	if ee, ok := err.(*exitError); ok {
+		err = ee.err
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var lines []string
+		for _, e := range j.Unwrap() {
+			lines = append(lines, errorText(e))
+		}
+		return strings.Join(lines, "\n")
+	}
+	return termtext.Escape(lab.Scrub(err.Error()))
 }
 
 func exitCode(ctx context.Context, err error, started bool) int {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/server"
 )
 
@@ -93,16 +94,19 @@ func parsePosition(ctx context.Context, store *varve.Store, flag, s string) (var
 }
 
 // printEvent writes an event for a person: a head line, then its data
-// (and metadata, when withMeta) indented, JSON pretty-printed.
+// (and metadata, when withMeta) indented, JSON pretty-printed; every text
+// of the event escaped for a terminal (termtext.Escape, each line of the
+// JSON on its own).
 func printEvent(w io.Writer, e varve.RecordedEvent, withMeta bool) {
-	fmt.Fprintf(w, "%s@%d  %s  position %s  %s  %s\n", e.Stream, e.Version, e.Type, e.Position, e.RecordedAt.Format(time.RFC3339Nano), e.ID)
+	fmt.Fprintf(w, "%s@%d  %s  position %s  %s  %s\n", termtext.Escape(e.Stream), e.Version, termtext.Escape(e.Type), e.Position,
+		e.RecordedAt.Format(time.RFC3339Nano), e.ID)
 	body := func(label string, b []byte) {
 		if len(b) == 0 {
 			return
 		}
 		var out bytes.Buffer
 		if json.Valid(b) && json.Indent(&out, b, "    ", "  ") == nil {
-			fmt.Fprintf(w, "  %s: %s\n", label, out.String())
+			fmt.Fprintf(w, "  %s: %s\n", label, escapeLines(strings.TrimRight(out.String(), " \t\r\n")))
 			return
 		}
 		fmt.Fprintf(w, "  %s (%d bytes, not JSON): %q\n", label, len(b), clip(b, 200))
@@ -113,6 +117,16 @@ func printEvent(w io.Writer, e varve.RecordedEvent, withMeta bool) {
 	}
 }
 
+// escapeLines escapes each line of s for a terminal (termtext.Escape),
+// keeping its line breaks.
+func escapeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = termtext.Escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func clip(b []byte, n int) string {
 	if len(b) <= n {
 		return string(b)
@@ -121,10 +135,13 @@ func clip(b []byte, n int) string {
 }
 
 // eventLines writes events as JSON lines, the API's event shape, for the
-// --json of the tail commands.
+// --json of the tail commands; exact, and safe on a terminal
+// (termtext.JSON).
 type eventLines struct{ enc *json.Encoder }
 
-func newEventLines(w io.Writer) eventLines { return eventLines{json.NewEncoder(w)} }
+func newEventLines(w io.Writer) eventLines {
+	return eventLines{json.NewEncoder(termtext.JSONWriter(w))}
+}
 
 func (l eventLines) write(e varve.RecordedEvent) error { return l.enc.Encode(server.EventOf(e)) }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // outputs are the report flags: --json[=FILE], --csv[=FILE], --html FILE
@@ -126,7 +128,7 @@ func finish(cmd *cobra.Command, o *outputs, r report) error {
 	}
 	csvFn := r.csv
 	if csvFn == nil {
-		csvFn = env.WriteCSV
+		csvFn = func(w io.Writer) error { return env.WriteRowsCSV(w, rows) }
 	}
 	write(o.html, "html report", r.html)
 	write(o.json, "json", env.WriteJSON)
@@ -143,7 +145,7 @@ func finish(cmd *cobra.Command, o *outputs, r report) error {
 		}
 		fmt.Fprintf(stderr, "check %s: FAILED\n", c.Check)
 		for _, f := range c.Failures {
-			fmt.Fprintf(stderr, "  %s\n", f)
+			fmt.Fprintf(stderr, "  %s\n", termtext.Escape(f))
 		}
 	}
 	if len(werr) > 0 {
@@ -187,3 +189,24 @@ func writeFile(name string, write func(io.Writer) error) (err error) {
 // progressTo is where a command's progress goes: stderr, or nowhere when
 // quiet.
 func progressTo(cmd *cobra.Command) io.Writer { return cmd.ErrOrStderr() }
+
+// csvWriter writes CSV records with every field escaped for a terminal
+// (termtext.Escape): a report may be printed, and a field that spans lines
+// or holds an escape sequence would reach the terminal as it is. --json
+// has the exact text.
+type csvWriter struct{ w *csv.Writer }
+
+func newCSV(w io.Writer) csvWriter { return csvWriter{csv.NewWriter(w)} }
+
+// row writes one record; an error shows in flush.
+func (c csvWriter) row(fields ...string) {
+	for i, f := range fields {
+		fields[i] = termtext.Escape(f)
+	}
+	_ = c.w.Write(fields)
+}
+
+func (c csvWriter) flush() error {
+	c.w.Flush()
+	return c.w.Error()
+}

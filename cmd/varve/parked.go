@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/delivery/natssink"
 	"github.com/varve-go/varve/delivery/webhook"
@@ -205,8 +205,8 @@ func printParked(w io.Writer, list []delivery.ParkedEvent) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POSITION\tSTREAM\tVERSION\tTYPE\tATTEMPTS\tPARKED AT\tREASON\tERROR")
 	for _, pe := range list {
-		fmt.Fprintf(tw, "%v\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", pe.Position, pe.Stream, pe.Version, pe.Type, pe.Attempts,
-			pe.ParkedAt.Format(time.RFC3339), pe.Reason, pe.Error)
+		fmt.Fprintf(tw, "%v\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", pe.Position, termtext.Escape(pe.Stream), pe.Version, termtext.Escape(pe.Type), pe.Attempts,
+			pe.ParkedAt.Format(time.RFC3339), termtext.Escape(pe.Reason), termtext.Escape(pe.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -216,14 +216,13 @@ func printParked(w io.Writer, list []delivery.ParkedEvent) error {
 }
 
 func writeParkedCSV(w io.Writer, list []delivery.ParkedEvent) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"position", "stream", "version", "type", "attempts", "parked_at", "reason", "error"})
+	cw := newCSV(w)
+	cw.row("position", "stream", "version", "type", "attempts", "parked_at", "reason", "error")
 	for _, pe := range list {
-		_ = cw.Write([]string{pe.Position.String(), pe.Stream, strconv.FormatUint(uint64(pe.Version), 10), pe.Type,
-			strconv.Itoa(pe.Attempts), pe.ParkedAt.Format(time.RFC3339Nano), pe.Reason, pe.Error})
+		cw.row(pe.Position.String(), pe.Stream, strconv.FormatUint(uint64(pe.Version), 10), pe.Type,
+			strconv.Itoa(pe.Attempts), pe.ParkedAt.Format(time.RFC3339Nano), pe.Reason, pe.Error)
 	}
-	cw.Flush()
-	return cw.Error()
+	return cw.flush()
 }
 
 func writeParkedHTML(w io.Writer, store, subscription string, list []delivery.ParkedEvent) error {
@@ -326,7 +325,7 @@ func parkedReplayCmd() *cobra.Command {
 					}
 					fmt.Fprintf(w, "%d replayed, %d failed, %d held behind a failure\n", len(res.Delivered), len(res.Failed), res.Held)
 					for _, f := range out.Failed {
-						fmt.Fprintf(w, "failed: %s@%d (position %v): %s\n", f.Event.Stream, f.Event.Version, f.Event.Position, f.Error)
+						fmt.Fprintf(w, "failed: %s@%d (position %v): %s\n", termtext.Escape(f.Event.Stream), f.Event.Version, f.Event.Position, termtext.Escape(f.Error))
 					}
 					return nil
 				},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/projection"
 )
 
@@ -169,7 +169,7 @@ func printProjections(w io.Writer, infos []projection.Info) error {
 		if p.Paused {
 			state = projection.Paused.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", p.Name, cur, versionsText(p), state, lag, p.Parked)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", termtext.Escape(p.Name), cur, versionsText(p), termtext.Escape(state), lag, p.Parked)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -241,7 +241,7 @@ func printStatus(w io.Writer, p projection.Info) error {
 	if p.Current > 0 {
 		cur = strconv.Itoa(p.Current)
 	}
-	fmt.Fprintf(w, "projection %s: current version %s, paused %v, %d parked; $all ends at %s\n", p.Name, cur, p.Paused, p.Parked, p.Head)
+	fmt.Fprintf(w, "projection %s: current version %s, paused %v, %d parked; $all ends at %s\n", termtext.Escape(p.Name), cur, p.Paused, p.Parked, p.Head)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tCURRENT\tCHECKPOINT\tORIGIN\tLAG\tSTATE\tREBUILD")
 	for _, v := range p.Versions {
@@ -252,13 +252,13 @@ func printStatus(w io.Writer, p projection.Info) error {
 		if v.RebuildPending {
 			rebuild = "requested"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Version, current, positionText(v.Checkpoint), positionText(v.Origin), lagOf(v), v.State, rebuild)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Version, current, positionText(v.Checkpoint), positionText(v.Origin), lagOf(v), termtext.Escape(v.State), rebuild)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if f := p.Failure; f != nil {
-		if _, err := fmt.Fprintf(w, "last failure: version %d at %s: %s\n", f.Version, f.At.Format("2006-01-02T15:04:05Z07:00"), f.Error); err != nil {
+		if _, err := fmt.Fprintf(w, "last failure: version %d at %s: %s\n", f.Version, f.At.Format("2006-01-02T15:04:05Z07:00"), termtext.Escape(f.Error)); err != nil {
 			return err
 		}
 	}
@@ -309,7 +309,7 @@ error (exit 1).` + projectionsHelp + opsStoreHelp,
 					if err != nil {
 						return nil
 					}
-					_, werr := fmt.Fprintf(w, "%s of %s requested\n", verb, name)
+					_, werr := fmt.Fprintf(w, "%s of %s requested\n", verb, termtext.Escape(name))
 					return werr
 				},
 			})
@@ -337,7 +337,8 @@ event, with Batch.Replaying set. The read model of that version is incomplete un
 runner is live again; to rebuild without downtime, deploy a new version beside the old
 one instead (Config.Promote switches over when it has caught up). A projection without
 Reset does not rebuild and says so in its runner's status. rebuild asks for the
-projection's name on stdin before it writes; --yes skips the question.` + projectionsHelp + opsStoreHelp,
+projection's name on stdin before it writes (as given, or as the question quotes it);
+an interrupt ends the question at once; --yes skips it.` + projectionsHelp + opsStoreHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
@@ -376,10 +377,10 @@ projection's name on stdin before it writes; --yes skips the question.` + projec
 					return usagef("--version: projection %q has no current version and %d versions (%s): say which", name, len(info.Versions), versionsText(info))
 				}
 				if !yes {
-					fmt.Fprintf(cmd.ErrOrStderr(), "Empty the read model of %s version %d on %s and replay the log?\nType the name to confirm: ", name, version, t.Label)
-					line, _ := bufio.NewReader(confirmIn).ReadString('\n')
-					if strings.TrimSpace(line) != name {
-						return fmt.Errorf("not confirmed: no rebuild of %q requested", name)
+					fmt.Fprintf(cmd.ErrOrStderr(), "Empty the read model of %q version %d on %s and replay the log?\nType the name to confirm: ", name, version, t.Label)
+					ok, err := confirmName(ctx, name)
+					if err != nil || !ok {
+						return notConfirmed(err, "no rebuild of %q requested", name)
 					}
 				}
 				return projection.Rebuild(ctx, s, name, version)
@@ -398,7 +399,7 @@ projection's name on stdin before it writes; --yes skips the question.` + projec
 					if err != nil {
 						return nil
 					}
-					_, werr := fmt.Fprintf(w, "rebuild of %s version %d requested\n", name, version)
+					_, werr := fmt.Fprintf(w, "rebuild of %s version %d requested\n", termtext.Escape(name), version)
 					return werr
 				},
 			})

@@ -62,7 +62,8 @@ that serve writes to a file of its own (mode 0600) and names on stderr; it is ne
 printed. Every request but /api/v1/health and /api/v1/ready needs it. Writes (appends,
 replaying and skipping parked events, moving checkpoints) also need --writes.
 --replay-webhook NAME=URL lets the console replay the parked events of subscription
-NAME to a webhook (signed with $VARVE_WEBHOOK_SECRET). --reports DIR shows the lab's
+NAME to a webhook (signed with $VARVE_WEBHOOK_SECRET); NAME ends at the first '='
+followed by http:// or https://, so a name may hold '=' and the URL's query too. --reports DIR shows the lab's
 HTML reports of DIR in the console.
 
 The store: --store, default sqlite:varve.db (a file in the current directory,
@@ -79,7 +80,7 @@ Exit codes: 0 stopped cleanly, 1 an error, 2 usage, 130 interrupted (the usual s
 	f.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer token (default $"+tokenEnv+", else a new token in a file serve names)")
 	f.BoolVar(&sf.writes, "writes", false, "enable appends, parked replay and skip, and checkpoint resets")
 	f.StringVar(&sf.reports, "reports", "", "directory of the lab's HTML reports to show in the console")
-	f.StringArrayVar(&sf.replay, "replay-webhook", nil, "NAME=URL: replay subscription NAME's parked events to this webhook (repeatable)")
+	f.StringArrayVar(&sf.replay, "replay-webhook", nil, "NAME=URL: replay subscription NAME's parked events to this http:// or https:// webhook (repeatable); NAME ends at the first '=' followed by http:// or https://, so it may hold '=' (but not '=http://')")
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key): serve HTTPS")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "TLS key file")
 	f.BoolVar(&sf.allowRemote, "allow-remote", false, "allow a --listen address that is not loopback")
@@ -297,16 +298,19 @@ func replaySinks(specs []string) (map[string]*webhook.Sink, error) {
 	out := map[string]*webhook.Sink{}
 	secret := []byte(os.Getenv("VARVE_WEBHOOK_SECRET"))
 	for _, spec := range specs {
-		name, hook, ok := strings.Cut(spec, "=")
+		name, hook, ok := splitReplay(spec)
+		if !ok {
+			_, hook, _ = strings.Cut(spec, "=")
+		}
 		lab.RegisterSecrets(hook)
-		if !ok || name == "" || hook == "" {
-			return nil, usagef("--replay-webhook %q: want NAME=URL", lab.Scrub(spec))
+		if !ok || name == "" {
+			return nil, usage(fmt.Errorf("--replay-webhook %q: want NAME=URL, the URL http:// or https://: %w", lab.Scrub(spec), varve.ErrInvalidArgument))
 		}
 		if err := varve.CheckName(name); err != nil {
 			return nil, usage(fmt.Errorf("--replay-webhook: subscription name: %w", err))
 		}
 		if _, dup := out[name]; dup {
-			return nil, usagef("--replay-webhook: %s given twice", name)
+			return nil, usage(fmt.Errorf("--replay-webhook: %q given twice: %w", name, varve.ErrInvalidArgument))
 		}
 		w, err := webhook.New(webhook.Config{URL: hook, Secret: secret})
 		if err != nil {
@@ -315,4 +319,27 @@ func replaySinks(specs []string) (map[string]*webhook.Sink, error) {
 		out[name] = w
 	}
 	return out, nil
+}
+
+// splitReplay splits a --replay-webhook NAME=URL at the first "=" that is
+// followed by "http://" or "https://" (in any case): a subscription name
+// may hold "=", and so may the URL's query ("?next=https://..."), which
+// the first such "=" leaves to the URL. ok is false without one.
+func splitReplay(spec string) (name, hook string, ok bool) {
+	for i := strings.IndexByte(spec, '='); i >= 0; {
+		rest := spec[i+1:]
+		if hasPrefixFold(rest, "http://") || hasPrefixFold(rest, "https://") {
+			return spec[:i], rest, true
+		}
+		j := strings.IndexByte(rest, '=')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return "", "", false
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }

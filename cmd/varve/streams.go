@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/server"
 )
 
@@ -122,7 +122,7 @@ func printStreams(w io.Writer, list []server.Stream, next string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tVERSION\tLAST POSITION\tUPDATED\tSTATE")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.Stream, s.Version, s.LastPosition, s.UpdatedAt.Format(time.RFC3339), state(s))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", termtext.Escape(s.Stream), s.Version, s.LastPosition, s.UpdatedAt.Format(time.RFC3339), state(s))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -136,14 +136,13 @@ func printStreams(w io.Writer, list []server.Stream, next string) error {
 }
 
 func writeStreamsCSV(w io.Writer, list []server.Stream) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"stream", "version", "last_position", "created_at", "updated_at", "state"})
+	cw := newCSV(w)
+	cw.row("stream", "version", "last_position", "created_at", "updated_at", "state")
 	for _, s := range list {
-		_ = cw.Write([]string{s.Stream, strconv.FormatUint(s.Version, 10), s.LastPosition.String(),
-			s.CreatedAt.Format(time.RFC3339Nano), s.UpdatedAt.Format(time.RFC3339Nano), state(s)})
+		cw.row(s.Stream, strconv.FormatUint(s.Version, 10), s.LastPosition.String(),
+			s.CreatedAt.Format(time.RFC3339Nano), s.UpdatedAt.Format(time.RFC3339Nano), state(s))
 	}
-	cw.Flush()
-	return cw.Error()
+	return cw.flush()
 }
 
 func streamsShowCmd() *cobra.Command {
@@ -212,7 +211,7 @@ are pretty-printed.` + opsStoreHelp,
 						return nil
 					}
 					si := server.StreamOf(info)
-					fmt.Fprintf(w, "stream %s: version %d, last position %s, %s\ncreated %s, updated %s\n\n", info.Stream, info.Version,
+					fmt.Fprintf(w, "stream %s: version %d, last position %s, %s\ncreated %s, updated %s\n\n", termtext.Escape(info.Stream), info.Version,
 						info.LastPosition, state(si), info.CreatedAt.Format(time.RFC3339), info.UpdatedAt.Format(time.RFC3339))
 					for _, e := range events {
 						printEvent(w, e, !noMetaOut)
@@ -235,14 +234,13 @@ are pretty-printed.` + opsStoreHelp,
 }
 
 func writeEventsCSV(w io.Writer, events []varve.RecordedEvent) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"stream", "version", "position", "type", "id", "recorded_at", "data", "metadata"})
+	cw := newCSV(w)
+	cw.row("stream", "version", "position", "type", "id", "recorded_at", "data", "metadata")
 	for _, e := range events {
-		_ = cw.Write([]string{e.Stream, strconv.FormatUint(e.Version, 10), e.Position.String(), e.Type, e.ID.String(),
-			e.RecordedAt.Format(time.RFC3339Nano), string(e.Data), string(e.Metadata)})
+		cw.row(e.Stream, strconv.FormatUint(e.Version, 10), e.Position.String(), e.Type, e.ID.String(),
+			e.RecordedAt.Format(time.RFC3339Nano), string(e.Data), string(e.Metadata))
 	}
-	cw.Flush()
-	return cw.Error()
+	return cw.flush()
 }
 
 func streamsTailCmd() *cobra.Command {

@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bufio"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/server"
 )
 
@@ -125,7 +122,7 @@ func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, li
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.Name, cp, lagText(c, limit), consumerState(c), c.Parked)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", termtext.Escape(c.Name), cp, lagText(c, limit), consumerState(c), c.Parked)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -135,21 +132,17 @@ func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, li
 }
 
 func writeConsumersCSV(w io.Writer, list []server.Consumer) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"name", "checkpoint", "lag", "lag_more", "caught_up", "parked"})
+	cw := newCSV(w)
+	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked")
 	for _, c := range list {
 		cp := ""
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
-		_ = cw.Write([]string{c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked)})
+		cw.row(c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked))
 	}
-	cw.Flush()
-	return cw.Error()
+	return cw.flush()
 }
-
-// confirmIn is where subs reset reads its confirmation; tests replace it.
-var confirmIn io.Reader = os.Stdin
 
 func subsResetCmd() *cobra.Command {
 	var (
@@ -163,9 +156,10 @@ func subsResetCmd() *cobra.Command {
 		Long: `reset saves a consumer's checkpoint at --to: "start" (the consumer gets every event
 again), "end" (it skips everything written so far) or a position no later than the end
 of $all. It asks for the consumer's name on stdin before it writes (a script may pipe
-the name in) and writes nothing without it; --yes skips the question. Stop the consumer
-first: a running one
-saves its own position over the new one. A consumer the store does not know is an
+the name in) and writes nothing without it: the name as given, or as the question
+quotes it (the way to type a name with blanks around it or control characters); an
+interrupt ends the question at once; --yes skips it. Stop the consumer first: a running
+one saves its own position over the new one. A consumer the store does not know is an
 error (exit 1).` + opsStoreHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -210,9 +204,9 @@ error (exit 1).` + opsStoreHelp,
 				if !yes {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Move the checkpoint of %q on %s from %s to %s ($all ends at %s)?\nType the name to confirm: ",
 						name, t.Label, positionText(from), p, last)
-					line, _ := bufio.NewReader(confirmIn).ReadString('\n')
-					if strings.TrimSpace(line) != name {
-						return fmt.Errorf("not confirmed: the checkpoint of %q stays at %s", name, positionText(from))
+					ok, err := confirmName(ctx, name)
+					if err != nil || !ok {
+						return notConfirmed(err, "the checkpoint of %q stays at %s", name, positionText(from))
 					}
 				}
 				if err := s.Checkpoints().Save(ctx, name, p); err != nil {
@@ -235,7 +229,7 @@ error (exit 1).` + opsStoreHelp,
 					if err != nil {
 						return nil
 					}
-					_, werr := fmt.Fprintf(w, "checkpoint of %s: %s -> %s\n", name, positionText(from), target)
+					_, werr := fmt.Fprintf(w, "checkpoint of %s: %s -> %s\n", termtext.Escape(name), positionText(from), target)
 					return werr
 				},
 			})

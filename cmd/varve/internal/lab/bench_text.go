@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/internal/workload"
 )
 
@@ -82,7 +83,7 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 	}
 	for _, st := range rep.Stores {
 		if st.Error != "" {
-			fmt.Fprintf(&b, "\n%s: %s\n", st.Name, st.Error)
+			fmt.Fprintf(&b, "\n%s: %s\n", st.Name, termtext.Escape(st.Error))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // SchemaVersion is the version of the JSON envelope; it changes when a
@@ -127,9 +129,10 @@ func (e *Envelope) Rows() []Row {
 	return rows
 }
 
-// WriteJSON writes the envelope, indented.
+// WriteJSON writes the envelope, indented, with the text of stores and
+// remote parties exact and safe on a terminal (termtext.JSON).
 func (e *Envelope) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(termtext.JSONWriter(w))
 	enc.SetIndent("", "  ")
 	return enc.Encode(e)
 }
@@ -138,20 +141,25 @@ func (e *Envelope) WriteJSON(w io.Writer) error {
 var CSVHeader = []string{"command", "store", "name", "unit", "count", "rate_per_sec", "elapsed_ns", "ratio", "errors",
 	"samples", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "few_samples", "stopped", "error"}
 
-// WriteCSV writes the rows as CSV with CSVHeader.
-func (e *Envelope) WriteCSV(w io.Writer) error {
+// WriteCSV writes the envelope's rows as CSV with CSVHeader.
+func (e *Envelope) WriteCSV(w io.Writer) error { return e.WriteRowsCSV(w, e.Rows()) }
+
+// WriteRowsCSV writes rows as CSV with CSVHeader, their text escaped for a
+// terminal (termtext.Escape).
+func (e *Envelope) WriteRowsCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write(CSVHeader)
-	for _, r := range e.Rows() {
+	for _, r := range rows {
 		ratio := ""
 		if r.Ratio != nil {
 			ratio = strconv.FormatFloat(*r.Ratio, 'g', 6, 64)
 		}
 		l := r.Latency
 		d := func(x time.Duration) string { return strconv.FormatInt(int64(x), 10) }
-		_ = cw.Write([]string{e.Command, r.Store, r.Name, r.Unit, strconv.FormatInt(r.Count, 10), strconv.FormatFloat(r.Rate, 'f', 3, 64),
+		esc := termtext.Escape
+		_ = cw.Write([]string{esc(e.Command), esc(r.Store), esc(r.Name), esc(r.Unit), strconv.FormatInt(r.Count, 10), strconv.FormatFloat(r.Rate, 'f', 3, 64),
 			d(r.Elapsed), ratio, strconv.FormatInt(r.Errors, 10), strconv.FormatInt(l.Samples, 10), d(l.P50), d(l.P90), d(l.P99), d(l.P999),
-			d(l.Max), d(l.Mean), strconv.FormatBool(l.FewSamples), r.Stopped, r.Error})
+			d(l.Max), d(l.Mean), strconv.FormatBool(l.FewSamples), esc(r.Stopped), esc(r.Error)})
 	}
 	cw.Flush()
 	return cw.Error()

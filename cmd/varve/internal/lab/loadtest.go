@@ -16,6 +16,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/aggregate/gojson"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // LoadtestConfig configures [Loadtest].
@@ -525,7 +526,7 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 	}
 	stopped := r.Stopped
 	if r.Error != "" {
-		stopped += ": " + r.Error
+		stopped += ": " + termtext.Escape(r.Error)
 	}
 	_, err := fmt.Fprintf(w, "=== Results: %s ===\n"+
 		"  Total time:      %.3f seconds (stopped: %s)\n"+

@@ -15,6 +15,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // Mix is a read/write mix in percent, as in "90/10".
@@ -371,7 +372,7 @@ func PrintMatrix(w io.Writer, rep MatrixReport) error {
 	}
 	for _, c := range rep.Cells {
 		if c.FirstError != "" {
-			fmt.Fprintf(w, "%s x %d workers: %d errors, the first: %s\n", c.Mix, c.Workers, c.Errors, c.FirstError)
+			fmt.Fprintf(w, "%s x %d workers: %d errors, the first: %s\n", c.Mix, c.Workers, c.Errors, termtext.Escape(c.FirstError))
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/soakcore"
+	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
 
 // Soak modes.
@@ -383,7 +384,7 @@ func PrintSoak(w io.Writer, rep SoakReport) error {
 	}
 	fmt.Fprintf(tw, "Goroutines\t%d (start %d)\n", last.Goroutines, first.Goroutines)
 	if rep.FirstError != "" {
-		fmt.Fprintf(tw, "First error\t%s\n", rep.FirstError)
+		fmt.Fprintf(tw, "First error\t%s\n", termtext.Escape(rep.FirstError))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
