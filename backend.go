@@ -27,14 +27,17 @@ type Backend interface {
 	Append(ctx context.Context, req AppendRequest) (AppendResult, error)
 
 	// ReadStream appends to buf at most q.Limit events of q.Stream, starting
-	// at q.From (inclusive) in q.Direction, and returns the extended slice.
-	// Fewer than q.Limit events means the end of the stream was reached.
+	// at q.From (inclusive) in q.Direction, and returns the extended slice;
+	// with q.MaxBytes it stops after the event that reaches that budget.
+	// Fewer than q.Limit events, within the budget, means the end of the
+	// stream was reached.
 	// A stream that does not exist or was deleted gives ErrStreamNotFound; a
 	// tombstoned one ErrStreamDeleted.
 	ReadStream(ctx context.Context, q StreamQuery, buf []RecordedEvent) ([]RecordedEvent, error)
 
 	// ReadAll appends to buf at most q.Limit events of the global log whose
-	// positions are after q.After, in position order. It must never return an
+	// positions are after q.After, in position order, and stops after the
+	// event that reaches q.MaxBytes when that is set. It must never return an
 	// event at a position before one that may still commit later: a reader
 	// that resumes after the last event of a page misses nothing.
 	ReadAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([]RecordedEvent, error)
@@ -90,12 +93,22 @@ type StreamQuery struct {
 	// (forward) or the last event (backward).
 	From  Version
 	Limit int
+	// MaxBytes, when > 0, is the page's byte budget: the backend adds no
+	// event after the one that brings the sum of [RecordedEvent.Size] over
+	// the events it added to MaxBytes or beyond. That event is added, so a
+	// page holds at least one event when one is readable. A backend holds
+	// no more event data than the budget and one event while it builds the
+	// page. 0: no byte bound. The same holds for the MaxBytes of
+	// [AllQuery], [FilterQuery] and [QueryRequest].
+	MaxBytes int
 }
 
 // AllQuery asks for one page of the global log.
 type AllQuery struct {
 	After Position
 	Limit int
+	// MaxBytes is the page's byte budget, as in [StreamQuery].
+	MaxBytes int
 }
 
 // Features are facts a backend states about itself: its name, whether an

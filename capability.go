@@ -103,9 +103,10 @@ func (n Snapshots) Append(ctx context.Context, stream string, expected ExpectedV
 // [Snapshots.Load]. When [Snapshots.InCommits], the snapshot and the first
 // page of events are read together, in one request where the backend can;
 // elsewhere Read is Load and then [Store.ReadStream] from the version after
-// the snapshot. [PageSize] sets the pages of the events after a snapshot
-// (those of a stream without one come in the store's pages); [Limit] is
-// not for Read. A stream without events gives an error matching
+// the snapshot. [PageSize] and [PageBytes] set the pages of the events
+// after a snapshot (those of a stream without one come in the store's
+// pages; the first page read with a snapshot in its commit has no byte
+// budget); [Limit] is not for Read. A stream without events gives an error matching
 // [ErrStreamNotFound], from Read or from the events.
 func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) (snap Snapshot, ok bool, events iter.Seq2[RecordedEvent, error], err error) {
 	s := n.s
@@ -130,7 +131,7 @@ func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) 
 		if !ok {
 			return Snapshot{}, false, s.ReadStream(ctx, stream), nil
 		}
-		return snap, true, s.ReadStream(ctx, stream, From(snap.Version+1), PageSize(p.pageSize)), nil
+		return snap, true, s.ReadStream(ctx, stream, From(snap.Version+1), PageSize(p.pageSize), PageBytes(p.bytes)), nil
 	}
 	rctx, stop := s.readContext(ctx)
 	page, err := func() ([]RecordedEvent, error) {
@@ -155,7 +156,7 @@ func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) 
 		if !full {
 			return
 		}
-		for e, err := range s.ReadStream(ctx, stream, From(page[len(page)-1].Version+1), PageSize(p.pageSize)) {
+		for e, err := range s.ReadStream(ctx, stream, From(page[len(page)-1].Version+1), PageSize(p.pageSize), PageBytes(p.bytes)) {
 			if !yield(e, err) || err != nil {
 				return
 			}

@@ -130,6 +130,8 @@ type QueryRequest struct {
 	After Position
 	Limit int
 	Query Query
+	// MaxBytes is the page's byte budget, as in [StreamQuery].
+	MaxBytes int
 }
 
 // TagStore is the capability of a backend to keep the tags of events and
@@ -138,8 +140,8 @@ type QueryRequest struct {
 // against every append whose events match the condition's query.
 type TagStore interface {
 	// ReadQuery appends to buf at most q.Limit events after q.After that
-	// match q.Query, in position order, with the rule and the through of
-	// [FilteredReader.ReadAllFiltered].
+	// match q.Query, in position order, within q.MaxBytes, with the rule
+	// and the through of [FilteredReader.ReadAllFiltered].
 	ReadQuery(ctx context.Context, q QueryRequest, buf []RecordedEvent) (events []RecordedEvent, through Position, err error)
 	// AppendIf is Append that fails with an [*AppendConditionError] when
 	// an event that matches cond's query is after cond.After. A retry of a
@@ -178,8 +180,8 @@ func (s *Store) AppendIf(ctx context.Context, stream string, expected ExpectedVe
 }
 
 // ReadQueryPage reads one page of the events after after that match q,
-// appending them to buf; the page's Through is as for a filtered
-// [Store.ReadAllPage]. A reader that decides on what it read makes its
+// appending them to buf; the page's bounds, Through and Full are as for a
+// filtered [Store.ReadAllPage]. A reader that decides on what it read makes its
 // append conditional on the same query after the last page's Through.
 func (s *Store) ReadQueryPage(ctx context.Context, q Query, after Position, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
 	o, err := s.allOptions(opts)
@@ -195,13 +197,14 @@ func (s *Store) ReadQueryPage(ctx context.Context, q Query, after Position, buf 
 	page := AllPage{Events: buf, Through: after}
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
-		page.Events, page.Through, err = s.readQuery(rctx, after, o.pageLen(), q, buf)
+		page.Events, page.Through, err = s.readQuery(rctx, after, o.pageLen(), o.bytes, q, buf)
 		err = readErr(rctx, err)
 		stop()
 	}
 	if err != nil {
 		return AllPage{Events: buf, Through: after}, fmt.Errorf("varve: read query after %s: %w", after, err)
 	}
+	page.Full = full(page.Events[len(buf):], o.pageLen(), o.bytes)
 	return page, nil
 }
 
@@ -227,7 +230,7 @@ func (s *Store) ReadQuery(ctx context.Context, q Query, after Position, opts ...
 		pos := after
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
-				page, through, err := s.readQuery(ctx, pos, n, q, buf)
+				page, through, err := s.readQuery(ctx, pos, n, o.bytes, q, buf)
 				pos = through
 				return page, err
 			},
@@ -235,14 +238,15 @@ func (s *Store) ReadQuery(ctx context.Context, q Query, after Position, opts ...
 	}
 }
 
-// readQuery reads one page of at most n events after after that match q.
-// A page shorter than n means that nothing else matches now; its through
-// is then the position the backend read through, else its last event.
-func (s *Store) readQuery(ctx context.Context, after Position, n int, q Query, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+// readQuery reads one page of at most n events and bytes bytes after
+// after that match q. A page that is not full means that nothing else
+// matches now; its through is then the position the backend read through,
+// else its last event.
+func (s *Store) readQuery(ctx context.Context, after Position, n, bytes int, q Query, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
 	start := len(buf)
-	out, through, err := s.tags.ReadQuery(ctx, QueryRequest{After: after, Limit: n, Query: q}, buf)
+	out, through, err := s.tags.ReadQuery(ctx, QueryRequest{After: after, Limit: n, Query: q, MaxBytes: bytes}, buf)
 	if err != nil {
 		return out, after, err
 	}
-	return out, pageThrough(after, through, out, start, n), nil
+	return out, pageThrough(after, through, out, start, n, bytes), nil
 }

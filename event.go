@@ -53,6 +53,10 @@ type RecordedEvent struct {
 	Tags       []string
 }
 
+// Size is len(Data)+len(Metadata): what [Config.MaxEventSize] bounds and
+// what the byte budgets of reads ([PageBytes], [AllQuery.MaxBytes]) count.
+func (e *RecordedEvent) Size() int { return len(e.Data) + len(e.Metadata) }
+
 // Event returns the event part of a recorded event.
 func (e RecordedEvent) Event() Event {
 	return Event{ID: e.ID, Type: e.Type, Data: e.Data, Metadata: e.Metadata, Tags: e.Tags}

@@ -144,6 +144,8 @@ type FilterQuery struct {
 	After  Position
 	Limit  int
 	Filter Filter
+	// MaxBytes is the page's byte budget, as in [StreamQuery].
+	MaxBytes int
 }
 
 // FilteredReader is the capability of a backend to read the events of the
@@ -154,11 +156,13 @@ type FilterQuery struct {
 type FilteredReader interface {
 	// ReadAllFiltered appends to buf at most q.Limit matching events after
 	// q.After, in position order, under the rule of ReadAll: no event is
-	// returned before a position that may still commit later. When it
-	// returns fewer than q.Limit events it also returns through: a position
-	// at or after every event it could have returned and before every event
-	// that commits later (as [Backend.LastPosition]), so that a sparse
-	// reader moves on; with a full page, through is ignored. A backend that
+	// returned before a position that may still commit later; it stops
+	// after the event that reaches q.MaxBytes when that is set. When it
+	// returns a page that is not full (fewer than q.Limit events, within
+	// the budget) it also returns through: a position at or after every
+	// event it could have returned and before every event that commits
+	// later (as [Backend.LastPosition]), so that a sparse reader moves on;
+	// with a full page, through is ignored. A backend that
 	// cannot filter this store (a schema of an older version) returns
 	// ErrNotSupported, and the Store filters full pages itself.
 	ReadAllFiltered(ctx context.Context, q FilterQuery, buf []RecordedEvent) (events []RecordedEvent, through Position, err error)
@@ -168,10 +172,11 @@ type FilteredReader interface {
 // log itself ([FilteredReader]); otherwise the Store filters full pages.
 func (s *Store) CanFilter() bool { return s.filtered != nil }
 
-// readFiltered reads one page of at most n events of the global log after
-// after that match f. A page shorter than n means that nothing else
-// matches now; through is then the position the read went through.
-func (s *Store) readFiltered(ctx context.Context, after Position, n int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+// readFiltered reads one page of at most n events and a budget of bytes
+// bytes (0: none) of the global log after after that match f. A page that
+// is not full means that nothing else matches now; through is then the
+// position the read went through.
+func (s *Store) readFiltered(ctx context.Context, after Position, n, bytes int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
 	q, none := f.pushdown(s.cfg.CategorySeparator)
 	if none {
 		last, err := s.b.LastPosition(ctx)
@@ -179,33 +184,35 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n int, f Filte
 	}
 	if s.filtered != nil {
 		start := len(buf)
-		out, through, err := s.filtered.ReadAllFiltered(ctx, FilterQuery{After: after, Limit: n, Filter: q}, buf)
+		out, through, err := s.filtered.ReadAllFiltered(ctx, FilterQuery{After: after, Limit: n, Filter: q, MaxBytes: bytes}, buf)
 		if errors.Is(err, ErrNotSupported) {
-			return s.scanFiltered(ctx, after, n, f, buf[:start])
+			return s.scanFiltered(ctx, after, n, bytes, f, buf[:start])
 		}
 		if err != nil {
 			return out, after, err
 		}
-		return out, pageThrough(after, through, out, start, n), nil
+		return out, pageThrough(after, through, out, start, n, bytes), nil
 	}
-	return s.scanFiltered(ctx, after, n, f, buf)
+	return s.scanFiltered(ctx, after, n, bytes, f, buf)
 }
 
 // scanFiltered filters pages of the global log until it has n matching
-// events or reaches the end: the reference that the backends' filtered
-// reads must agree with. A raw page asks for the matches still missing,
-// so that a page of a dense filter ends where a raw page ended and the
-// next read goes on from there (backends keep a cursor for a reader that
-// pages on); its size doubles while the filter keeps missing, up to the
-// store's page size.
-func (s *Store) scanFiltered(ctx context.Context, after Position, n int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+// events or bytes bytes of them (0: no budget), or reaches the end: the
+// reference that the backends' filtered reads must agree with. A raw page
+// asks for the matches still missing, so that a page of a dense filter
+// ends where a raw page ended and the next read goes on from there
+// (backends keep a cursor for a reader that pages on); its size doubles
+// while the filter keeps missing, up to the store's page size. Raw pages
+// have the same byte budget, so the scan holds at most twice the budget
+// and two events.
+func (s *Store) scanFiltered(ctx context.Context, after Position, n, bytes int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
 	scratch, _ := s.page(paging{pageSize: s.cfg.PageSize})
 	used := 0
 	defer func() { s.release(scratch, used) }()
-	start, size := len(buf), 0
+	start, size, left := len(buf), 0, bytes
 	for {
 		size = min(max(n-(len(buf)-start), 2*size), s.cfg.PageSize)
-		page, err := s.b.ReadAll(ctx, AllQuery{After: after, Limit: size}, (*scratch)[:0])
+		page, err := s.b.ReadAll(ctx, AllQuery{After: after, Limit: size, MaxBytes: bytes}, (*scratch)[:0])
 		*scratch, used = page[:0], max(used, len(page))
 		if err != nil {
 			return buf, after, err
@@ -214,23 +221,25 @@ func (s *Store) scanFiltered(ctx context.Context, after Position, n int, f Filte
 			e := &page[i]
 			after = e.Position
 			if f.Match(e, s.cfg.CategorySeparator) {
-				if buf = append(buf, *e); len(buf)-start == n {
+				buf = append(buf, *e)
+				left -= e.Size()
+				if len(buf)-start == n || bytes > 0 && left <= 0 {
 					return buf, after, nil
 				}
 			}
 		}
-		if len(page) < size {
+		if !full(page, size, bytes) {
 			return buf, after, nil
 		}
 	}
 }
 
 // pageThrough is the through of a page of a capability's read that asked
-// for n events after after and appended out[start:]: the last event of a
-// full page (where the backend's through is not asked for), else the
-// backend's through, never before the last event or after.
-func pageThrough(after, through Position, out []RecordedEvent, start, n int) Position {
-	if k := len(out); k > start && (k-start == n || through.Less(out[k-1].Position)) {
+// for n events and bytes bytes after after and appended out[start:]: the
+// last event of a full page (where the backend's through is not asked
+// for), else the backend's through, never before the last event or after.
+func pageThrough(after, through Position, out []RecordedEvent, start, n, bytes int) Position {
+	if k := len(out); k > start && (full(out[start:], n, bytes) || through.Less(out[k-1].Position)) {
 		through = out[k-1].Position
 	}
 	return laterOf(after, through)
@@ -258,12 +267,13 @@ func (s *Store) ScanFiltered(ctx context.Context, after Position, f Filter, buf 
 	page := AllPage{Events: buf, Through: after}
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
-		page.Events, page.Through, err = s.scanFiltered(rctx, after, o.pageLen(), f, buf)
+		page.Events, page.Through, err = s.scanFiltered(rctx, after, o.pageLen(), o.bytes, f, buf)
 		err = readErr(rctx, err)
 		stop()
 	}
 	if err != nil {
 		return AllPage{Events: buf, Through: after}, fmt.Errorf("varve: read $all after %s: %w", after, err)
 	}
+	page.Full = full(page.Events[len(buf):], o.pageLen(), o.bytes)
 	return page, nil
 }

@@ -14,17 +14,29 @@ type StreamOption interface{ applyStream(*streamOptions) }
 // the [ReadOption]s that fit every read.
 type AllOption interface{ applyAll(*allOptions) }
 
-// ReadOption is a choice that fits every read: [Limit] and [PageSize].
+// ReadOption is a choice that fits every read: [Limit], [PageSize] and
+// [PageBytes].
 type ReadOption struct {
-	limit, pageSize int
-	setLimit        bool
+	kind readOptionKind
+	n    int
 }
 
+type readOptionKind uint8
+
+const (
+	optPageSize readOptionKind = iota
+	optLimit
+	optPageBytes
+)
+
 func (o ReadOption) apply(p *paging) {
-	if o.setLimit {
-		p.limit = o.limit
-	} else {
-		p.pageSize = o.pageSize
+	switch o.kind {
+	case optLimit:
+		p.limit = o.n
+	case optPageBytes:
+		p.bytes = o.n
+	default:
+		p.pageSize = o.n
 	}
 }
 func (o ReadOption) applyStream(so *streamOptions) { o.apply(&so.paging) }
@@ -32,11 +44,20 @@ func (o ReadOption) applyAll(ao *allOptions)       { o.apply(&ao.paging) }
 
 // Limit stops a read after n events; 0 means no limit. For
 // [Store.ReadAllPage] it bounds the page.
-func Limit(n int) ReadOption { return ReadOption{limit: n, setLimit: true} }
+func Limit(n int) ReadOption { return ReadOption{kind: optLimit, n: n} }
 
 // PageSize sets how many events one backend round trip asks for; default
 // the store's Config.PageSize.
-func PageSize(n int) ReadOption { return ReadOption{pageSize: n} }
+func PageSize(n int) ReadOption { return ReadOption{kind: optPageSize, n: n} }
+
+// PageBytes sets the byte budget of each page the Store reads from the
+// backend: a page ends with the event that brings the sum of
+// len(Data)+len(Metadata) of its events to n or beyond, so it holds at
+// least one event whatever its size. 0 means the store's
+// Config.MaxPageBytes; a negative n is [ErrInvalidArgument]. An iterator
+// reads on while its pages are full by count or by bytes; a page of
+// [Store.ReadAllPage] says which in [AllPage.Full].
+func PageBytes(n int) ReadOption { return ReadOption{kind: optPageBytes, n: n} }
 
 type streamOption func(*streamOptions)
 
@@ -52,7 +73,9 @@ func From(v Version) StreamOption {
 	return streamOption(func(o *streamOptions) { o.from = v })
 }
 
-type paging struct{ limit, pageSize int }
+// paging is the bounds of a read: limit events in all (0: none), pages of
+// pageSize events and of bytes bytes of event data.
+type paging struct{ limit, pageSize, bytes int }
 
 type streamOptions struct {
 	paging
@@ -77,8 +100,11 @@ func (s *Store) paging(p paging) (paging, error) {
 	if p.pageSize == 0 {
 		p.pageSize = s.cfg.PageSize
 	}
-	if p.limit < 0 || p.pageSize < 0 {
-		return p, invalid("limit %d, page size %d", p.limit, p.pageSize)
+	if p.bytes == 0 {
+		p.bytes = s.cfg.MaxPageBytes
+	}
+	if p.limit < 0 || p.pageSize < 0 || p.bytes < 0 {
+		return p, invalid("limit %d, page size %d, page bytes %d", p.limit, p.pageSize, p.bytes)
 	}
 	return p, nil
 }
@@ -132,11 +158,29 @@ func (s *Store) release(p *[]RecordedEvent, used int) {
 	s.pages.Put(p)
 }
 
+// full reports whether page, read with a bound of n events and a budget of
+// bytes bytes (0: none), stopped at one of them, so that more events may be
+// readable at once.
+func full(page []RecordedEvent, n, bytes int) bool {
+	if len(page) >= n {
+		return true
+	}
+	if bytes <= 0 {
+		return false
+	}
+	for i := range page {
+		if bytes -= page[i].Size(); bytes <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // readPages is the paging loop of every iterator: fetch reads the page of
-// at most n events that follows what was read so far, next moves past the
-// last event of a full page (false: nothing can follow it). It stops at a
-// short page, at the limit, when yield returns false, or at the first
-// error, which it passes to fail.
+// at most n events and p.bytes bytes that follows what was read so far,
+// next moves past the last event of a full page (false: nothing can follow
+// it). It stops at a page that is not full, at the limit, when yield
+// returns false, or at the first error, which it passes to fail.
 func (s *Store) readPages(ctx context.Context, p paging, yield func(RecordedEvent, error) bool, fail func(error),
 	fetch func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error),
 	next func(last *RecordedEvent) bool) {
@@ -166,7 +210,7 @@ func (s *Store) readPages(ctx context.Context, p paging, yield func(RecordedEven
 				return
 			}
 		}
-		if len(page) < want {
+		if !full(page, want, p.bytes) {
 			return
 		}
 		if left > 0 {
@@ -200,7 +244,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts ...StreamOpt
 			fail(err)
 			return
 		}
-		q := StreamQuery{Stream: stream, Direction: o.dir, From: o.from}
+		q := StreamQuery{Stream: stream, Direction: o.dir, From: o.from, MaxBytes: o.bytes}
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
 				q.Limit = n
@@ -232,11 +276,11 @@ func (s *Store) ReadAll(ctx context.Context, after Position, opts ...AllOption) 
 			fail(err)
 			return
 		}
-		q := AllQuery{After: after}
+		q := AllQuery{After: after, MaxBytes: o.bytes}
 		if !o.filter.IsZero() {
 			s.readPages(ctx, o.paging, yield, fail,
 				func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
-					page, through, err := s.readFiltered(ctx, q.After, n, o.filter, buf)
+					page, through, err := s.readFiltered(ctx, q.After, n, o.bytes, o.filter, buf)
 					q.After = through
 					return page, err
 				},
@@ -266,14 +310,21 @@ type AllPage struct {
 	// sparse filter moves on. A reader that checkpoints page by page
 	// resumes after it.
 	Through Position
+	// Full: the page stopped at its count of events or at its byte budget
+	// ([PageBytes]), so more events may be readable after Through at once.
+	// A page that is not full holds everything (that matches) readable
+	// after the position it started after: a reader is caught up.
+	Full bool
 }
 
 // ReadAllPage reads one page of the global log after position after,
-// appending at most [PageSize] events (or [Limit], if smaller) to buf. It
-// is the call under [Store.ReadAll], for readers that keep their own
-// position page by page, such as package subscription. With a [Filter] it
-// returns only matching events. A page shorter than asked means that
-// nothing else (that matches) is readable after after yet.
+// appending at most [PageSize] events (or [Limit], if smaller) to buf, and
+// no more than [PageBytes] bytes of event data (the event that reaches the
+// budget included). It is the call under [Store.ReadAll], for readers that
+// keep their own position page by page, such as package subscription.
+// With a [Filter] it returns only matching events. A page that is not
+// [AllPage.Full] means that nothing else (that matches) is readable after
+// after yet.
 func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
 	page := AllPage{Events: buf, Through: after}
 	err := s.ready(ctx)
@@ -285,12 +336,12 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
 		if o.filter.IsZero() {
-			page.Events, err = s.b.ReadAll(rctx, AllQuery{After: after, Limit: n}, buf)
+			page.Events, err = s.b.ReadAll(rctx, AllQuery{After: after, Limit: n, MaxBytes: o.bytes}, buf)
 			if k := len(page.Events); err == nil && k > len(buf) {
 				page.Through = page.Events[k-1].Position
 			}
 		} else {
-			page.Events, page.Through, err = s.readFiltered(rctx, after, n, o.filter, buf)
+			page.Events, page.Through, err = s.readFiltered(rctx, after, n, o.bytes, o.filter, buf)
 		}
 		err = readErr(rctx, err)
 		stop()
@@ -298,5 +349,6 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 	if err != nil {
 		return AllPage{Events: buf, Through: after}, fmt.Errorf("varve: read $all after %s: %w", after, err)
 	}
+	page.Full = full(page.Events[len(buf):], n, o.bytes)
 	return page, nil
 }

@@ -17,6 +17,12 @@ const (
 	DefaultMaxAppendEvents = 10_000
 	DefaultMaxAppendBytes  = 64 << 20
 	DefaultPageSize        = 512
+	// DefaultMaxPageBytes is the default byte budget of a page of a read:
+	// 16 maximal events of the default MaxEventSize, and 512 events (the
+	// default page) of 32 KiB, so pages of common events stop at their
+	// count as before while a reader of large events holds about 16 MiB
+	// instead of up to PageSize MiB.
+	DefaultMaxPageBytes = 16 << 20
 	// AllStream is the name of the global log; no stream can be called so.
 	AllStream = "$all"
 	// SystemPrefix begins the ids of system streams, which packages built on
@@ -37,6 +43,12 @@ type Config struct {
 	// PageSize is how many events a read asks the backend for at a time;
 	// default 512.
 	PageSize int
+	// MaxPageBytes is the byte budget of a page a read asks the backend
+	// for: a page ends with the event that brings the sum of
+	// [RecordedEvent.Size] over its events to MaxPageBytes or beyond (so
+	// it holds at least one event). Default [DefaultMaxPageBytes] (16 MiB);
+	// [PageBytes] sets it per read.
+	MaxPageBytes int
 	// CategorySeparator ends the category part of a stream id
 	// ([Store.Category]); default "-". Backends store each event's category
 	// as it was when the event was appended, so a store keeps one separator
@@ -45,7 +57,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.MaxEventSize < 0 || c.MaxAppendEvents < 0 || c.MaxAppendBytes < 0 || c.PageSize < 0 {
+	if c.MaxEventSize < 0 || c.MaxAppendEvents < 0 || c.MaxAppendBytes < 0 || c.PageSize < 0 || c.MaxPageBytes < 0 {
 		return c, invalid("negative limit in config %+v", c)
 	}
 	if c.MaxEventSize == 0 {
@@ -59,6 +71,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
+	}
+	if c.MaxPageBytes == 0 {
+		c.MaxPageBytes = DefaultMaxPageBytes
 	}
 	if c.CategorySeparator == "" {
 		c.CategorySeparator = DefaultCategorySeparator

@@ -95,7 +95,7 @@ func Fold[S any](ctx context.Context, store *varve.Store, q varve.Query, initial
 			state = apply(state, e)
 		}
 		buf, pos = page.Events, page.Through
-		if len(page.Events) < store.Config().PageSize {
+		if !page.Full {
 			return state, pos, nil
 		}
 	}

@@ -154,14 +154,14 @@ func readFilteredPages(ctx context.Context, s *varve.Store, pfx string, g *goal,
 		switch {
 		case page.Through.Less(r.pos):
 			return fmt.Errorf("page of %d events after %s goes through %s, before its last event at %s", len(page.Events), from, page.Through, r.pos)
-		case len(page.Events) == n && page.Through != r.pos:
-			return fmt.Errorf("full page of %d events after %s goes through %s, its last event is at %s", n, from, page.Through, r.pos)
+		case page.Full && page.Through != r.pos:
+			return fmt.Errorf("full page of %d events after %s goes through %s, its last event is at %s", len(page.Events), from, page.Through, r.pos)
 		}
 		r.pos = page.Through
 		if len(page.Events) > 0 {
 			r.pages++
 		}
-		if len(page.Events) < n {
+		if !page.Full {
 			if err := pause(ctx, churnPoll); err != nil {
 				return err
 			}

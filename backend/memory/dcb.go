@@ -16,13 +16,13 @@ func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []var
 	l := &b.log
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	buf = l.query(q.Query, q.After, q.Limit, buf)
+	buf = l.query(q.Query, q.After, newBudget(q.Limit, q.MaxBytes), buf)
 	return buf, varve.Position{Seq: l.seq}, nil
 }
 
 // query reads the records of the query after after; the caller holds the
 // log's lock.
-func (l *eventLog) query(q varve.Query, after varve.Position, limit int, buf []varve.RecordedEvent) []varve.RecordedEvent {
+func (l *eventLog) query(q varve.Query, after varve.Position, room budget, buf []varve.RecordedEvent) []varve.RecordedEvent {
 	lists := [][]*record{l.recs}
 	if len(q.Items) > 0 {
 		lists = lists[:0]
@@ -42,7 +42,7 @@ func (l *eventLog) query(q varve.Query, after varve.Position, limit int, buf []v
 			}
 		}
 	}
-	return merge(lists, after, limit, func(r *record) bool { return q.Match(&r.ev) }, buf)
+	return merge(lists, after, room, func(r *record) bool { return q.Match(&r.ev) }, buf)
 }
 
 // AppendIf implements varve.TagStore: the condition is checked under the
@@ -50,7 +50,7 @@ func (l *eventLog) query(q varve.Query, after varve.Position, limit int, buf []v
 // are written.
 func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond varve.AppendCondition) (varve.AppendResult, error) {
 	return b.append(ctx, req, func() error {
-		if hit := b.log.query(cond.FailIfEventsMatch, cond.After, 1, nil); len(hit) > 0 {
+		if hit := b.log.query(cond.FailIfEventsMatch, cond.After, newBudget(1, 0), nil); len(hit) > 0 {
 			return &varve.AppendConditionError{Position: hit[0].Position}
 		}
 		return nil

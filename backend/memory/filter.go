@@ -36,20 +36,20 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	default:
 		lists = [][]*record{l.recs}
 	}
-	buf = merge(lists, q.After, q.Limit, func(r *record) bool { return match(r, f) }, buf)
+	buf = merge(lists, q.After, newBudget(q.Limit, q.MaxBytes), func(r *record) bool { return match(r, f) }, buf)
 	return buf, varve.Position{Seq: l.seq}, nil
 }
 
-// merge appends to buf at most limit live records after after that keep
-// accepts, from lists in position order, merged by position; a record in
-// several lists is taken once.
-func merge(lists [][]*record, after varve.Position, limit int, keep func(*record) bool, buf []varve.RecordedEvent) []varve.RecordedEvent {
+// merge appends to buf the live records after after that keep accepts,
+// while room is open, from lists in position order, merged by
+// position; a record in several lists is taken once.
+func merge(lists [][]*record, after varve.Position, room budget, keep func(*record) bool, buf []varve.RecordedEvent) []varve.RecordedEvent {
 	next := make([]int, len(lists))
 	for k, rs := range lists {
 		next[k] = sort.Search(len(rs), func(i int) bool { return after.Less(rs[i].ev.Position) })
 	}
 	last := after
-	for limit > 0 {
+	for room.open() {
 		best := -1
 		for k, rs := range lists {
 			if next[k] < len(rs) && (best < 0 || rs[next[k]].ev.Position.Less(lists[best][next[best]].ev.Position)) {
@@ -66,8 +66,7 @@ func merge(lists [][]*record, after varve.Position, limit int, keep func(*record
 		}
 		last = r.ev.Position
 		if !r.dead && keep(r) {
-			buf = append(buf, r.ev)
-			limit--
+			buf = room.add(buf, &r.ev)
 		}
 	}
 	return buf

@@ -418,9 +418,9 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	first := st.events[0].ev.Version
 	if q.Direction == varve.Forward {
 		from := max(q.From, first)
-		for i := int(from - first); i < len(st.events) && q.Limit > 0; i++ {
-			buf = append(buf, st.events[i].ev)
-			q.Limit--
+		budget := newBudget(q.Limit, q.MaxBytes)
+		for i := int(from - first); i < len(st.events) && budget.open(); i++ {
+			buf = budget.add(buf, &st.events[i].ev)
 		}
 		return buf, nil
 	}
@@ -431,9 +431,9 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	if from < first {
 		return buf, nil
 	}
-	for i := int(from - first); i >= 0 && q.Limit > 0; i-- {
-		buf = append(buf, st.events[i].ev)
-		q.Limit--
+	budget := newBudget(q.Limit, q.MaxBytes)
+	for i := int(from - first); i >= 0 && budget.open(); i-- {
+		buf = budget.add(buf, &st.events[i].ev)
 	}
 	return buf, nil
 }
@@ -447,13 +447,32 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	i := sort.Search(len(l.recs), func(i int) bool { return q.After.Less(l.recs[i].ev.Position) })
-	for ; i < len(l.recs) && q.Limit > 0; i++ {
+	budget := newBudget(q.Limit, q.MaxBytes)
+	for ; i < len(l.recs) && budget.open(); i++ {
 		if r := l.recs[i]; !r.dead {
-			buf = append(buf, r.ev)
-			q.Limit--
+			buf = budget.add(buf, &r.ev)
 		}
 	}
 	return buf, nil
+}
+
+// budget is what a page may still take: events, and bytes of event data
+// when bytes was set (the event that reaches it is taken).
+type budget struct {
+	events, bytes int
+	bounded       bool
+}
+
+func newBudget(limit, maxBytes int) budget {
+	return budget{events: limit, bytes: maxBytes, bounded: maxBytes > 0}
+}
+
+func (b *budget) open() bool { return b.events > 0 && (!b.bounded || b.bytes > 0) }
+
+func (b *budget) add(buf []varve.RecordedEvent, e *varve.RecordedEvent) []varve.RecordedEvent {
+	b.events--
+	b.bytes -= e.Size()
+	return append(buf, *e)
 }
 
 // LastPosition implements varve.Backend.

@@ -47,9 +47,11 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 }
 
 // page appends to buf the events of q's page that cur reads: first those
-// of the commit that the previous page ended in, if any.
+// of the commit that the previous page ended in, if any. A page full by
+// count or by bytes may end inside a commit: the next page reads its
+// other events from cur.held.
 func (b *Backend) page(ctx context.Context, cur *allCursor, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
-	end := len(buf) + q.Limit
+	end, bud := len(buf)+q.Limit, newBudget(q.MaxBytes)
 	add := func(m jsclient.Msg) error {
 		if m.Seq < q.After.Commit {
 			return nil
@@ -71,7 +73,7 @@ func (b *Backend) page(ctx context.Context, cur *allCursor, q varve.AllQuery, bu
 		}
 		p, gone, err := b.livePayload(ctx, m, st)
 		if err == nil && !gone {
-			buf, err = emit(buf, p, stream, m.Seq, st, minIdx, b.floors.of(m.Seq), st.version, end)
+			buf, err = emit(buf, p, stream, m.Seq, st, minIdx, b.floors.of(m.Seq), st.version, end, &bud)
 		}
 		return err
 	}
@@ -80,12 +82,12 @@ func (b *Backend) page(ctx context.Context, cur *allCursor, q varve.AllQuery, bu
 		if err := add(held); err != nil {
 			return buf, err
 		}
-		if len(buf) == end {
+		if len(buf) == end || bud.spent() {
 			cur.held = held
 			return buf, nil
 		}
 	}
-	for len(buf) < end {
+	for len(buf) < end && !bud.spent() {
 		m, ok, err := cur.k.Next(ctx, 0)
 		if err != nil || !ok {
 			return buf, err
@@ -93,7 +95,7 @@ func (b *Backend) page(ctx context.Context, cur *allCursor, q varve.AllQuery, bu
 		if err := add(m); err != nil {
 			return buf, err
 		}
-		if len(buf) == end {
+		if len(buf) == end || bud.spent() {
 			cur.held = m // it may have events after the page's last
 		}
 	}

@@ -471,7 +471,7 @@ func FuzzMessage(f *testing.F) {
 		if err != nil || h.st.kind != kindCommit {
 			return
 		}
-		evs, err := emit(nil, b[stateLen:], "s", 1, h.st, 0, 0, h.st.version, 1<<20)
+		evs, err := emit(nil, b[stateLen:], "s", 1, h.st, 0, 0, h.st.version, 1<<20, &budget{})
 		if err == nil && len(evs) != h.n {
 			t.Fatalf("%d events decoded, header says %d", len(evs), h.n)
 		}

@@ -76,13 +76,26 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	}
 	if n := len(buf); n > start {
 		through = laterOf(through, buf[n-1].Position)
-		if n-start == q.Limit {
+		if n-start == q.Limit || spent(buf[start:], q.MaxBytes) {
 			through = buf[n-1].Position
 		}
 	}
 	cur.at = through
 	b.cursors.park(cur)
 	return buf, through, nil
+}
+
+// spent reports whether page reaches the byte budget maxBytes (0: none).
+func spent(page []varve.RecordedEvent, maxBytes int) bool {
+	if maxBytes <= 0 {
+		return false
+	}
+	for i := range page {
+		if maxBytes -= page[i].Size(); maxBytes <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func laterOf(p, q varve.Position) varve.Position {
@@ -133,7 +146,7 @@ func (b *Backend) filteredPage(ctx context.Context, cur *allCursor, q varve.Filt
 			catToks = append(catToks, categoryToken(c))
 		}
 	}
-	end := len(buf) + q.Limit
+	end, bud := len(buf)+q.Limit, newBudget(q.MaxBytes)
 	add := func(m jsclient.Msg) (full bool, err error) {
 		if m.Seq < q.After.Commit {
 			return false, nil
@@ -162,7 +175,8 @@ func (b *Backend) filteredPage(ctx context.Context, cur *allCursor, q varve.Filt
 			return false, err
 		}
 		from := len(buf)
-		if buf, err = emit(buf, p, stream, m.Seq, st, minIdx, b.floors.of(m.Seq), st.version, math.MaxInt); err != nil {
+		none := budget{}
+		if buf, err = emit(buf, p, stream, m.Seq, st, minIdx, b.floors.of(m.Seq), st.version, math.MaxInt, &none); err != nil {
 			return false, err
 		}
 		if len(f.Types) > 0 {
@@ -176,9 +190,15 @@ func (b *Backend) filteredPage(ctx context.Context, cur *allCursor, q varve.Filt
 			clear(buf[kept:])
 			buf = buf[:kept]
 		}
-		if len(buf) >= end {
-			clear(buf[end:])
-			buf = buf[:end]
+		cut := min(len(buf), end)
+		for i := from; i < cut && bud.on; i++ {
+			if bud.left -= buf[i].Size(); bud.spent() {
+				cut = i + 1
+			}
+		}
+		if cut < len(buf) || len(buf) == end || bud.spent() {
+			clear(buf[cut:])
+			buf = buf[:cut]
 			return true, nil
 		}
 		return false, nil
@@ -194,7 +214,7 @@ func (b *Backend) filteredPage(ctx context.Context, cur *allCursor, q varve.Filt
 			return buf, nil
 		}
 	}
-	for len(buf) < end {
+	for len(buf) < end && !bud.spent() {
 		m, ok, err := cur.mg.next(ctx)
 		if err != nil || !ok {
 			return buf, err

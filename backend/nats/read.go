@@ -154,16 +154,39 @@ func (b *Backend) livePayload(ctx context.Context, m jsclient.Msg, st state) (p 
 	return nil, false, err
 }
 
+// budget is what is left of a page's byte budget (varve.StreamQuery's
+// MaxBytes), if the page has one.
+type budget struct {
+	left int
+	on   bool
+}
+
+func newBudget(maxBytes int) budget { return budget{left: maxBytes, on: maxBytes > 0} }
+
+// spent reports whether the page takes no more events.
+func (b *budget) spent() bool { return b.on && b.left <= 0 }
+
+// streamBudget is the budget that a read of a stream spends as it emits:
+// a forward read's. A backward read emits its versions in ascending order
+// and keeps the newest within the budget at the end (finish).
+func streamBudget(q varve.StreamQuery) budget {
+	if q.Direction == varve.Backward {
+		return budget{}
+	}
+	return newBudget(q.MaxBytes)
+}
+
 // emit decodes the events of a commit and appends to buf those with index
-// >= minIdx and version in [lo, hi], until buf holds until events.
-func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, st state, minIdx int, lo, hi varve.Version, until int) ([]varve.RecordedEvent, error) {
+// >= minIdx and version in [lo, hi], until buf holds until events or the
+// event that spends bud.
+func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, st state, minIdx int, lo, hi varve.Version, until int, bud *budget) ([]varve.RecordedEvent, error) {
 	r, err := newEventReader(payload)
 	if err != nil {
 		return buf, fmt.Errorf("commit %d: %w", seq, err)
 	}
 	first := st.version - uint64(r.n) + 1
 	at := fromNanos(st.updated)
-	for i := 0; r.n > 0 && len(buf) < until; i++ {
+	for i := 0; r.n > 0 && len(buf) < until && !bud.spent(); i++ {
 		v := first + uint64(i)
 		if v > hi {
 			break
@@ -179,6 +202,7 @@ func emit(buf []varve.RecordedEvent, payload []byte, stream string, seq uint64, 
 		e.Stream, e.Version, e.RecordedAt = stream, v, at
 		e.Position = varve.Position{Commit: seq, Seq: uint64(i)}
 		buf = append(buf, e)
+		bud.left -= e.Size()
 	}
 	return buf, nil
 }
@@ -277,29 +301,40 @@ func (b *Backend) readAt(ctx context.Context, q varve.StreamQuery, subj string, 
 	if !ok {
 		return buf, nil
 	}
-	start := len(buf)
+	start, bud := len(buf), streamBudget(q)
 	var err error
 	if h.st.isCommit() && h.first <= lo {
 		p, err := b.payload(ctx, m, h.st)
 		if err == nil {
-			buf, err = emit(buf, p, q.Stream, h.seq, h.st, 0, lo, hi, start+int(hi-lo+1))
+			buf, err = emit(buf, p, q.Stream, h.seq, h.st, 0, lo, hi, start+int(hi-lo+1), &bud)
 		}
 		if err != nil {
 			return buf[:start], b.fail("", err)
 		}
-	} else if buf, err = b.readRange(ctx, q.Stream, subj, h, m, lo, hi, buf); err != nil {
+	} else if buf, err = b.readRange(ctx, q.Stream, subj, h, m, lo, hi, &bud, buf); err != nil {
 		return buf[:start], b.fail("", err)
 	}
 	return b.finish(q, h, lo, hi, buf, start), nil
 }
 
 // finish offers the ids of a read that returned the whole live stream and
-// puts a backward read's events in order.
+// puts a backward read's events in order, the newest within its byte
+// budget.
 func (b *Backend) finish(q varve.StreamQuery, h head, lo, hi varve.Version, buf []varve.RecordedEvent, start int) []varve.RecordedEvent {
 	if lo == max(h.st.floor, 1) && hi == h.st.version && uint64(len(buf)-start) == hi-lo+1 {
 		b.offerIDs(q.Stream, h, buf[start:]) // the whole live stream: its ids
 	}
 	if q.Direction == varve.Backward {
+		if q.MaxBytes > 0 {
+			left, k := q.MaxBytes, len(buf)
+			for k > start && left > 0 {
+				k--
+				left -= buf[k].Size()
+			}
+			n := copy(buf[start:], buf[k:])
+			clear(buf[start+n:])
+			buf = buf[:start+n]
+		}
 		slices.Reverse(buf[start:])
 	}
 	return buf
@@ -424,16 +459,19 @@ func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj strin
 	if !holdsFrom(lo) {
 		return buf, h, m, false, nil
 	}
-	start := len(buf)
+	start, bud := len(buf), streamBudget(q)
 	var last hint
 	for i, c := range heads {
+		if bud.spent() {
+			break
+		}
 		if !c.st.isCommit() || c.st.incarnation != inc || c.st.version < lo || c.first > hi {
 			continue
 		}
 		last = hint{incarnation: inc, seq: c.seq, first: c.first}
 		p, err := b.payload(ctx, msgs[i], c.st)
 		if err == nil {
-			buf, err = emit(buf, p, q.Stream, c.seq, c.st, 0, lo, hi, start+int(hi-lo+1))
+			buf, err = emit(buf, p, q.Stream, c.seq, c.st, 0, lo, hi, start+int(hi-lo+1), &bud)
 		}
 		if err != nil {
 			return buf[:start], h, m, true, err
@@ -450,12 +488,12 @@ func (b *Backend) readBatch(ctx context.Context, q varve.StreamQuery, subj strin
 // remembered sequence, a walk back from the head for a short tail, the
 // incarnation's first message when lo is near the start, or a binary
 // search over sequences.
-func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m jsclient.Msg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m jsclient.Msg, lo, hi varve.Version, bud *budget, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	inc := h.incarnation()
 	from, hinted := b.hintFor(stream, inc, lo)
 	if !hinted || !b.c.BatchGets() {
 		if h.st.version-lo < walkMax {
-			out, ok, err := b.walkBack(ctx, stream, subj, h, m, lo, hi, buf)
+			out, ok, err := b.walkBack(ctx, stream, subj, h, m, lo, hi, bud, buf)
 			if err != nil || ok {
 				return out, err
 			}
@@ -470,7 +508,7 @@ func (b *Backend) readRange(ctx context.Context, stream, subj string, h head, m 
 			}
 		}
 	}
-	return b.scanStream(ctx, stream, subj, h, from, lo, hi, buf)
+	return b.scanStream(ctx, stream, subj, h, from, lo, hi, bud, buf)
 }
 
 // seek returns a sequence from which a scan finds the incarnation's commit
@@ -512,7 +550,7 @@ const walkMax = 16
 // following each message's prev sequence, and appends their events in
 // [lo, hi]. ok is false if the chain breaks (a concurrent truncation or
 // delete); the caller scans instead.
-func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m jsclient.Msg, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
+func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m jsclient.Msg, lo, hi varve.Version, bud *budget, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
 	var chain []jsclient.Msg // newest first
 	cur, ch := m, h
 	for hops := 0; ; hops++ {
@@ -545,11 +583,11 @@ func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m j
 		cur = nm
 	}
 	start := len(buf)
-	for i := len(chain) - 1; i >= 0; i-- {
+	for i := len(chain) - 1; i >= 0 && !bud.spent(); i-- {
 		st, _ := getState(chain[i].Data)
 		p, err := b.payload(ctx, chain[i], st)
 		if err == nil {
-			buf, err = emit(buf, p, stream, chain[i].Seq, st, 0, lo, hi, start+int(hi-lo+1))
+			buf, err = emit(buf, p, stream, chain[i].Seq, st, 0, lo, hi, start+int(hi-lo+1), bud)
 		}
 		if err != nil {
 			return buf[:start], false, err
@@ -560,7 +598,7 @@ func (b *Backend) walkBack(ctx context.Context, stream, subj string, h head, m j
 
 // scanStream appends the events with versions lo..hi of the incarnation
 // that h describes, scanning the subject from sequence from.
-func (b *Backend) scanStream(ctx context.Context, stream, subj string, h head, from uint64, lo, hi varve.Version, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+func (b *Backend) scanStream(ctx context.Context, stream, subj string, h head, from uint64, lo, hi varve.Version, bud *budget, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	inc := h.incarnation()
 	var last hint
 	err := b.c.Scan(ctx, subj, from, h.seq, int(min(hi-lo+2, jsclient.MaxBatch)), func(m jsclient.Msg) (bool, error) {
@@ -580,10 +618,10 @@ func (b *Backend) scanStream(ctx context.Context, stream, subj string, h head, f
 		if first <= hi {
 			last = hint{incarnation: inc, seq: m.Seq, first: first}
 		}
-		if buf, err = emit(buf, p, stream, m.Seq, st, 0, lo, hi, len(buf)+int(hi-lo+1)); err != nil {
+		if buf, err = emit(buf, p, stream, m.Seq, st, 0, lo, hi, len(buf)+int(hi-lo+1), bud); err != nil {
 			return false, err
 		}
-		return st.version < hi && m.Seq < h.seq, nil
+		return st.version < hi && m.Seq < h.seq && !bud.spent(), nil
 	})
 	if last.seq != 0 {
 		b.streams.rememberHint(stream, last)

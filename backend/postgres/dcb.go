@@ -320,7 +320,7 @@ func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []var
 		return buf, varve.Position{}, err
 	}
 	after := q.After
-	want := q.Limit
+	want, left := q.Limit, q.MaxBytes
 	for {
 		size := max(want, 64)
 		var rows pgx.Rows
@@ -334,19 +334,21 @@ func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []var
 		if err != nil {
 			return buf, varve.Position{}, b.fail(ctx, err)
 		}
-		cand, err := b.scanAll(rows, nil)
+		// Candidates have the page's byte budget too: a page of them cut
+		// by it is followed by the next.
+		cand, cut, err := b.scanAll(rows, nil, q.MaxBytes)
 		if err != nil {
 			return buf, varve.Position{}, b.fail(ctx, err)
 		}
 		for i := range cand {
 			if q.Query.Match(&cand[i]) {
 				buf = append(buf, cand[i])
-				if want--; want == 0 {
+				if want--; want == 0 || spend(&left, cand[i].Size()) {
 					return buf, through, nil
 				}
 			}
 		}
-		if len(cand) < size {
+		if len(cand) < size && !cut {
 			return buf, through, nil
 		}
 		after = cand[len(cand)-1].Position

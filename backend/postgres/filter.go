@@ -40,7 +40,7 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	if err != nil {
 		return buf, varve.Position{}, b.fail(ctx, err)
 	}
-	buf, err = b.scanAll(rows, buf)
+	buf, _, err = b.scanAll(rows, buf, q.MaxBytes)
 	if err != nil {
 		return buf, varve.Position{}, b.fail(ctx, err)
 	}

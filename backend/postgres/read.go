@@ -119,7 +119,7 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 	if err := checkBinary(rows.FieldDescriptions()); err != nil {
 		return buf, err
 	}
-	start := len(buf)
+	start, left := len(buf), q.MaxBytes
 	var p page
 	found, deleted, tombstoned := false, false, false
 	for rows.Next() {
@@ -142,7 +142,11 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 			Tags:       tags,
 		})
 		p.refs = append(p.refs, rowRefs{typ: p.addText(v[6]), data: p.addBlob(v[7]), meta: p.addBlob(v[8])})
+		if spend(&left, len(v[7])+len(v[8])) {
+			break
+		}
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return buf[:start], b.fail(ctx, err)
 	}
@@ -168,27 +172,40 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}
-	buf, err = b.scanAll(rows, buf)
+	buf, _, err = b.scanAll(rows, buf, q.MaxBytes)
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}
 	return buf, nil
 }
 
-// scanAll appends the rows of a read of $all to buf and closes them; on an
-// error buf is as it was.
-func (b *Backend) scanAll(rows pgx.Rows, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+// spend takes n bytes from a page's byte budget *left, if the page has one
+// (a budget of 0 has none), and reports whether the budget is spent: a
+// read stops taking rows after this one.
+func spend(left *int, n int) bool {
+	if *left <= 0 {
+		return false
+	}
+	*left -= n
+	return *left <= 0
+}
+
+// scanAll appends the rows of a read of $all to buf, up to the row that
+// spends maxBytes (0: no byte budget; spent reports the stop), and closes
+// them; on an error buf is as it was. The rows after the stop are not
+// decoded (pgx reads and drops them as it closes them).
+func (b *Backend) scanAll(rows pgx.Rows, buf []varve.RecordedEvent, maxBytes int) (_ []varve.RecordedEvent, spent bool, _ error) {
 	defer rows.Close()
 	if err := checkBinary(rows.FieldDescriptions()); err != nil {
-		return buf, err
+		return buf, false, err
 	}
-	start := len(buf)
+	start, left := len(buf), maxBytes
 	var p page
 	for rows.Next() {
 		v := rows.RawValues()
 		tags, err := textArray(v[9])
 		if err != nil {
-			return buf[:start], err
+			return buf[:start], false, err
 		}
 		buf = append(buf, varve.RecordedEvent{
 			ID:         [16]byte(v[4]),
@@ -198,12 +215,16 @@ func (b *Backend) scanAll(rows pgx.Rows, buf []varve.RecordedEvent) ([]varve.Rec
 			Tags:       tags,
 		})
 		p.refs = append(p.refs, rowRefs{stream: p.addText(v[2]), typ: p.addText(v[5]), data: p.addBlob(v[6]), meta: p.addBlob(v[7])})
+		if spent = spend(&left, len(v[6])+len(v[7])); spent {
+			break
+		}
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
-		return buf[:start], err
+		return buf[:start], false, err
 	}
 	p.finish(buf[start:], true)
-	return buf, nil
+	return buf, spent, nil
 }
 
 func clamp(u uint64) int64 {

@@ -76,13 +76,14 @@ WHERE e.type = ` + p + ` AND e.position > ?1`
 }
 
 // query appends to buf at most limit events after after that match q,
+// and stops after the one that spends maxBytes (0: no byte budget),
 // reading candidates a page at a time on c. It returns the position of
 // the last candidate read, and whether it read every candidate.
-func query(ctx context.Context, c *conn, q varve.Query, after varve.Position, limit int, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
+func query(ctx context.Context, c *conn, q varve.Query, after varve.Position, limit, maxBytes int, buf []varve.RecordedEvent) ([]varve.RecordedEvent, bool, error) {
 	shape, values := queryBranches(q)
 	stmt := queryStatement(shape)
 	pos := int64(min(after.Seq, math.MaxInt64))
-	want := limit
+	want, left := limit, maxBytes
 	for {
 		size := max(want, 64)
 		args := append([]driver.Value{pos, int64(size)}, values...)
@@ -107,7 +108,10 @@ func query(ctx context.Context, c *conn, q varve.Query, after varve.Position, li
 			}
 			if q.Match(&e) {
 				buf = append(buf, e)
-				if want--; want == 0 {
+				if want--; spend(&left, &e) {
+					want = 0
+				}
+				if want == 0 {
 					return errStop
 				}
 			}
@@ -136,7 +140,7 @@ func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []var
 			return err
 		}
 		var err error
-		buf, _, err = query(ctx, c, q.Query, q.After, q.Limit, buf)
+		buf, _, err = query(ctx, c, q.Query, q.After, q.Limit, q.MaxBytes, buf)
 		return err
 	})
 	if err != nil {
@@ -169,7 +173,7 @@ func (w *writer) appendIf(o *op) (error, bool) {
 		}
 	}
 	if o.cond.After.Commit == 0 {
-		hit, _, err := query(bg, w.c, o.cond.FailIfEventsMatch, o.cond.After, 1, nil)
+		hit, _, err := query(bg, w.c, o.cond.FailIfEventsMatch, o.cond.After, 1, 0, nil)
 		if err != nil {
 			return fmt.Errorf("sqlite: append: check the condition: %w", err), true
 		}

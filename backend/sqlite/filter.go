@@ -89,6 +89,7 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 		args = append(args, v)
 	}
 	var last int64
+	left := q.MaxBytes
 	err = b.read(ctx, func(c *conn) error {
 		if _, err := c.queryRow(ctx, qLastPosition, func(v []driver.Value) { last = asInt(v[0]) }); err != nil {
 			return err
@@ -101,6 +102,9 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 			}
 			err := scanEvent(v[3:], &e)
 			buf = append(buf, e)
+			if err == nil && spend(&left, &e) {
+				return errStop
+			}
 			return err
 		}, args...)
 	})

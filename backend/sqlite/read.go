@@ -45,6 +45,17 @@ func scanEvent(v []driver.Value, e *varve.RecordedEvent) error {
 	return nil
 }
 
+// spend takes e's bytes from a page's byte budget *left, if the page has
+// one (a budget of 0 has none), and reports whether the budget is spent: a
+// read stops scanning rows after e.
+func spend(left *int, e *varve.RecordedEvent) bool {
+	if *left <= 0 {
+		return false
+	}
+	*left -= e.Size()
+	return *left <= 0
+}
+
 // ReadStream implements [varve.Backend].
 func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	query, from := qReadForward, int64(min(q.From, math.MaxInt64))
@@ -55,6 +66,7 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 		}
 	}
 	var state int64 = -1
+	left := q.MaxBytes
 	err := b.read(ctx, func(c *conn) error {
 		return c.query(ctx, query, func(v []driver.Value) error {
 			state = asInt(v[0])
@@ -68,6 +80,9 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 			}
 			err := scanEvent(v[3:], &e)
 			buf = append(buf, e)
+			if err == nil && spend(&left, &e) {
+				return errStop
+			}
 			return err
 		}, from, q.Stream, int64(q.Limit))
 	})
@@ -91,6 +106,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		// A compound position is after every position of this backend.
 		return buf, nil
 	}
+	left := q.MaxBytes
 	err := b.read(ctx, func(c *conn) error {
 		return c.query(ctx, qReadAll, func(v []driver.Value) error {
 			e := varve.RecordedEvent{
@@ -100,6 +116,9 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 			}
 			err := scanEvent(v[3:], &e)
 			buf = append(buf, e)
+			if err == nil && spend(&left, &e) {
+				return errStop
+			}
 			return err
 		}, after, int64(q.Limit))
 	})

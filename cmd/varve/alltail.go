@@ -76,7 +76,7 @@ reaches the end. System streams ("$parked-...") are left out unless --system is 
 					}
 				}
 				pos = page.Through
-				if len(page.Events) == cap(buf) {
+				if page.Full {
 					continue
 				}
 				if noFollow || !waitForEvents(ctx, watch) {
