@@ -23,8 +23,9 @@
 //
 // Stream ids and names in a path are path-escaped ("a%2Fb" for "a/b").
 // Positions are in their text form ("12", "7:3"). Event data and metadata
-// that are JSON appear as JSON ("data": {...}); other bytes as base64
-// ("data_base64"). An append names its expected version ("any",
+// that are JSON in UTF-8 appear as JSON ("data": {...}); other bytes as
+// base64 ("data_base64"). An append refuses JSON data or metadata that is
+// not UTF-8 (send such bytes as base64). An append names its expected version ("any",
 // "no-stream", "stream-exists" or a number) and may give each event an id:
 // sending the same ids again after an ambiguous failure is an idempotent
 // retry.
