@@ -33,8 +33,9 @@
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // status that fits: 400 for bad input (the message names the parameter or
 // field), 401 without the token, 403 for a write while writes are
-// disabled, 404, 405, 409 for a version conflict or a duplicate id, 410 for
-// a tombstoned stream, 413 for a body over the limit, 415, 501 for what the
+// disabled, 404, 405 (its Allow lists the path's methods, as the 204 of an
+// OPTIONS does), 409 for a version conflict or a duplicate id, 410 for a
+// tombstoned stream, 413 for a body over the limit, 415, 501 for what the
 // backend or the server cannot do, 503 while the store is closed, 504 when
 // the request's time ran out. A panic in a handler is a 500 with the same
 // shape; no response carries a stack.
@@ -64,8 +65,10 @@
 // (Config.MaxBodyBytes), every request but a live tail has a deadline
 // (Config.RequestTimeout), live tails are bounded in number
 // (Config.MaxFollowers) and end when a client stops reading. Responses
-// carry a Content-Security-Policy and no-store caching. The token appears
-// in no response and no log line; [NewHTTPServer] sets the listener's
+// carry a Content-Security-Policy and no-store caching, and those to a
+// request that came over TLS Strict-Transport-Security (two years; behind
+// a proxy that ends TLS, that header is the proxy's to send). The token
+// appears in no response and no log line; [NewHTTPServer] sets the listener's
 // header, read and idle timeouts.
 //
 // # Concurrency
