@@ -51,7 +51,9 @@
 // out), whether it is caught up, and its parked events. Whether a consumer
 // is running is not known to the store and not shown. Replaying parked
 // events needs a sink, which Config.Replay gives per subscription; skipping
-// and moving a checkpoint need only the store. A consumer that runs while
+// and moving a checkpoint need only the store. A replay or skip that names
+// a position with no parked event is refused (404 "not_parked", the
+// positions in the error) and does nothing. A consumer that runs while
 // its checkpoint is moved saves its own position over it: stop it first.
 //
 // # Security

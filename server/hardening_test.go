@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/server"
 )
@@ -192,4 +193,53 @@ func TestAllowedMethods(t *testing.T) {
 		}
 	}
 	a.want(a.do("OPTIONS", "/api/v1/nothing", nil), 404, "OPTIONS of no endpoint")
+}
+
+// TestParkedSelection: a replay or skip that names a position with no
+// parked event of the subscription is a 404 naming that position, and
+// does nothing, not even for the positions that are parked.
+func TestParkedSelection(t *testing.T) {
+	store := teststore.Kinds[0].Open(t, varve.Config{})
+	parked := park(t, store, "hooks", "poison", 3)
+	sink := &recordingSink{}
+	a := serve(t, store, server.Config{Writes: true, Replay: func(string) delivery.Sink { return sink }})
+	left := func() int {
+		t.Helper()
+		l, err := delivery.NewParked(store, "hooks").List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l)
+	}
+	never := varve.Position{Seq: parked[2].Position.Seq + 1000}
+	p0, p1, p2 := parked[0].Position.String(), parked[1].Position.String(), parked[2].Position.String()
+	a.want(a.do("POST", "/api/v1/subscriptions/hooks/parked/skip", map[string]any{"positions": []string{p1}}), 200, "skip one")
+	for _, c := range []struct {
+		name, action string
+		positions    []string
+		missing      []any
+	}{
+		{"replay of a position never parked", "replay", []string{p0, never.String()}, []any{never.String()}},
+		{"skip of a position never parked", "skip", []string{never.String(), p0}, []any{never.String()}},
+		{"replay of a skipped event", "replay", []string{p1, p0}, []any{p1}},
+		{"skip of a skipped event", "skip", []string{p2, p1, p1}, []any{p1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a.t = t
+			path := "/api/v1/subscriptions/hooks/parked/" + c.action
+			r := a.want(a.do("POST", path, map[string]any{"positions": c.positions}), 404, c.name)
+			got, _ := r.body["error"].(map[string]any)["positions"].([]any)
+			if r.errCode() != "not_parked" || fmt.Sprint(got) != fmt.Sprint(c.missing) || !strings.Contains(r.errMessage(), c.missing[0].(string)) {
+				t.Fatalf("the answer: %s, want the positions %v", r.raw, c.missing)
+			}
+			if n := left(); n != 2 || len(sink.deliveries()) != 0 {
+				t.Fatalf("a refused %s did something: %d left parked, %d replayed", c.action, n, len(sink.deliveries()))
+			}
+		})
+	}
+	a.t = t
+	a.want(a.do("POST", "/api/v1/subscriptions/hooks/parked/replay", map[string]any{"positions": []string{p0, p2}}), 200, "replay of parked events")
+	if n := left(); n != 0 || len(sink.deliveries()) != 2 {
+		t.Fatalf("after the replay: %d left parked, %d replayed", n, len(sink.deliveries()))
+	}
 }
