@@ -65,7 +65,8 @@
 // token and sends it as a header, so no cookie and no ambient credential
 // exist for a cross-site request to use. Request bodies are bounded
 // (Config.MaxBodyBytes), every request but a live tail has a deadline
-// (Config.RequestTimeout), live tails are bounded in number
+// (Config.RequestTimeout), which also ends the reading of its body (408
+// for a body not sent in time), live tails are bounded in number
 // (Config.MaxFollowers) and end when a client stops reading. Responses
 // carry a Content-Security-Policy and no-store caching, and those to a
 // request that came over TLS Strict-Transport-Security (two years; behind

@@ -1,16 +1,21 @@
 package server_test
 
 import (
+	"bufio"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/varve-go/varve"
@@ -242,4 +247,69 @@ func TestParkedSelection(t *testing.T) {
 	if n := left(); n != 0 || len(sink.deliveries()) != 2 {
 		t.Fatalf("after the replay: %d left parked, %d replayed", n, len(sink.deliveries()))
 	}
+}
+
+// TestSlowBody: a client that sends the headers of a request and then its
+// body slowly, or not at all, is answered (408) within about the request's
+// time, not held for as long as the client likes. The bound checked is
+// generous: the point is that the server ends the request at all.
+func TestSlowBody(t *testing.T) {
+	store := teststore.Kinds[0].Open(t, varve.Config{})
+	a := serve(t, store, server.Config{Writes: true, RequestTimeout: 300 * time.Millisecond})
+	addr := strings.TrimPrefix(a.url, "http://")
+	for _, c := range []struct {
+		name    string
+		dribble bool
+	}{
+		{"stops", false},
+		{"dribbles", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			head := "POST /api/v1/streams/slow/events HTTP/1.1\r\nHost: varve\r\nAuthorization: Bearer " + token +
+				"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" + `{"expected_version":"any","events":[`
+			if _, err := io.WriteString(conn, head); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			if c.dribble {
+				wg.Go(func() {
+					tick := time.NewTicker(20 * time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-done:
+							return
+						case <-tick.C:
+							if _, err := io.WriteString(conn, " "); err != nil {
+								return
+							}
+						}
+					}
+				})
+			}
+			defer wg.Wait()
+			defer close(done)
+			if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"code":"request_timeout"`) {
+				t.Fatalf("the answer: %d %s", res.StatusCode, body)
+			}
+		})
+	}
+	// The server still serves, and a body sent in time is taken.
+	a.t = t
+	a.want(a.do("POST", "/api/v1/streams/slow/events", `{"expected_version":"any","events":[{"type":"T"}]}`), 201, "an append in time")
 }

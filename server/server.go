@@ -227,6 +227,15 @@ func (s *Server) wrap(a access, live bool, h handlerFunc) http.Handler {
 			writeError(rec, &apiError{status: http.StatusForbidden, code: "writes_disabled", msg: "writes are disabled: start the server with writes enabled (varve serve --writes)"})
 			return
 		}
+		if !live && r.Body != nil && r.Body != http.NoBody {
+			// The context's deadline does not end a read of the body: a
+			// client sending it slowly held the handler for as long as it
+			// liked. net/http clears the deadline once the body is read.
+			// Only a request with a body gets one: on a request without,
+			// the server reads ahead on the connection, and a deadline
+			// there would cancel the request instead.
+			_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.RequestTimeout))
+		}
 		r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodyBytes)
 		if !live {
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
