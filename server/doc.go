@@ -23,8 +23,9 @@
 //
 // Stream ids and names in a path are path-escaped ("a%2Fb" for "a/b").
 // Positions are in their text form ("12", "7:3"). Event data and metadata
-// that are JSON appear as JSON ("data": {...}); other bytes as base64
-// ("data_base64"). An append names its expected version ("any",
+// that are JSON in UTF-8 appear as JSON ("data": {...}); other bytes as
+// base64 ("data_base64"). An append refuses JSON data or metadata that is
+// not UTF-8 (send such bytes as base64). An append names its expected version ("any",
 // "no-stream", "stream-exists" or a number) and may give each event an id:
 // sending the same ids again after an ambiguous failure is an idempotent
 // retry.
@@ -32,8 +33,9 @@
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // status that fits: 400 for bad input (the message names the parameter or
 // field), 401 without the token, 403 for a write while writes are
-// disabled, 404, 405, 409 for a version conflict or a duplicate id, 410 for
-// a tombstoned stream, 413 for a body over the limit, 415, 501 for what the
+// disabled, 404, 405 (its Allow lists the path's methods, as the 204 of an
+// OPTIONS does), 409 for a version conflict or a duplicate id, 410 for a
+// tombstoned stream, 413 for a body over the limit, 415, 501 for what the
 // backend or the server cannot do, 503 while the store is closed, 504 when
 // the request's time ran out. A panic in a handler is a 500 with the same
 // shape; no response carries a stack.
@@ -49,7 +51,9 @@
 // out), whether it is caught up, and its parked events. Whether a consumer
 // is running is not known to the store and not shown. Replaying parked
 // events needs a sink, which Config.Replay gives per subscription; skipping
-// and moving a checkpoint need only the store. A consumer that runs while
+// and moving a checkpoint need only the store. A replay or skip that names
+// a position with no parked event is refused (404 "not_parked", the
+// positions in the error) and does nothing. A consumer that runs while
 // its checkpoint is moved saves its own position over it: stop it first.
 //
 // # Security
@@ -61,10 +65,13 @@
 // token and sends it as a header, so no cookie and no ambient credential
 // exist for a cross-site request to use. Request bodies are bounded
 // (Config.MaxBodyBytes), every request but a live tail has a deadline
-// (Config.RequestTimeout), live tails are bounded in number
+// (Config.RequestTimeout), which also ends the reading of its body (408
+// for a body not sent in time), live tails are bounded in number
 // (Config.MaxFollowers) and end when a client stops reading. Responses
-// carry a Content-Security-Policy and no-store caching. The token appears
-// in no response and no log line; [NewHTTPServer] sets the listener's
+// carry a Content-Security-Policy and no-store caching, and those to a
+// request that came over TLS Strict-Transport-Security (two years; behind
+// a proxy that ends TLS, that header is the proxy's to send). The token
+// appears in no response and no log line; [NewHTTPServer] sets the listener's
 // header, read and idle timeouts.
 //
 // # Concurrency

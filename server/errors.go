@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/varve-go/varve"
@@ -104,6 +105,9 @@ func decodeBody(r *http.Request, dst any) error {
 		if errors.As(err, &mbe) {
 			return err
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return bodyError(err)
+		}
 		return badRequest("the body holds more than one JSON value")
 	}
 	return nil
@@ -118,6 +122,8 @@ func bodyError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &apiError{status: http.StatusRequestTimeout, code: "request_timeout", msg: "the request body did not arrive within the request's time"}
 	case errors.Is(err, io.EOF):
 		return badRequest("the body is empty: want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -8,8 +8,9 @@ import (
 
 // NewHTTPServer returns an http.Server for h on addr with the timeouts a
 // server facing clients it does not control needs: 10 s to send the
-// headers, 60 s to send a body, 2 minutes to take a response, 2 minutes
-// idle, 64 KiB of headers. A live tail moves its own write deadline at
+// headers, 60 s to send a body (the handler cuts that to
+// Config.RequestTimeout), 2 minutes to take a response, 2 minutes idle, 64
+// KiB of headers. A live tail moves its own write deadline at
 // each flush, so it outlives these; the handler also bounds every other
 // request (Config.RequestTimeout). Errors of the listener go to logger.
 func NewHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -35,13 +36,14 @@ func EventOf(e varve.RecordedEvent) Event {
 	return out
 }
 
-// jsonOrBytes returns b as JSON when it is a JSON value, as bytes for base64
-// otherwise.
+// jsonOrBytes returns b as JSON when it is a JSON value in UTF-8, as bytes
+// for base64 otherwise (encoding/json takes other bytes inside a string as
+// valid, and embedding them would make the answer no UTF-8).
 func jsonOrBytes(b []byte) (json.RawMessage, []byte) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	if json.Valid(b) {
+	if utf8.Valid(b) && json.Valid(b) {
 		var c bytes.Buffer
 		if json.Compact(&c, b) == nil {
 			return c.Bytes(), nil
@@ -97,6 +99,9 @@ func oneOf(i int, name string, raw json.RawMessage, b64 []byte) ([]byte, error) 
 	if raw != nil {
 		if string(raw) == "null" {
 			return nil, nil
+		}
+		if !utf8.Valid(raw) {
+			return nil, badRequest("events[%d].%s is not valid UTF-8: JSON text must be; send other bytes as %s_base64", i, name, name)
 		}
 		return []byte(raw), nil
 	}

@@ -203,6 +203,9 @@ func (s *Server) wrap(a access, live bool, h handlerFunc) http.Handler {
 		hdr.Set("X-Frame-Options", "DENY")
 		hdr.Set("Cache-Control", "no-store")
 		hdr.Set("Content-Security-Policy", apiCSP)
+		if r.TLS != nil {
+			hdr.Set("Strict-Transport-Security", hsts)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -223,6 +226,15 @@ func (s *Server) wrap(a access, live bool, h handlerFunc) http.Handler {
 		if a == write && !s.cfg.Writes {
 			writeError(rec, &apiError{status: http.StatusForbidden, code: "writes_disabled", msg: "writes are disabled: start the server with writes enabled (varve serve --writes)"})
 			return
+		}
+		if !live && r.Body != nil && r.Body != http.NoBody {
+			// The context's deadline does not end a read of the body: a
+			// client sending it slowly held the handler for as long as it
+			// liked. net/http clears the deadline once the body is read.
+			// Only a request with a body gets one: on a request without,
+			// the server reads ahead on the connection, and a deadline
+			// there would cancel the request instead.
+			_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.RequestTimeout))
 		}
 		r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodyBytes)
 		if !live {
@@ -250,21 +262,32 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
 }
 
-// noRoute answers a path no route serves: 405 when another method would
-// be served there, 404 otherwise.
+// hsts keeps a browser that reached the server over TLS on TLS for two
+// years.
+const hsts = "max-age=63072000"
+
+// noRoute answers a request no route serves. Where routes serve the path
+// with other methods, OPTIONS is a 204 and any other method a 405, both
+// with the methods in Allow; elsewhere it is a 404.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) error {
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		if m == r.Method {
-			continue
-		}
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := s.mux.Handler(probe); pattern != "/api/" && pattern != "/" && pattern != "" {
-			w.Header().Set("Allow", m)
-			return &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.EscapedPath(), m)}
+			allow = append(allow, m)
 		}
 	}
-	return &apiError{status: http.StatusNotFound, code: "no_such_endpoint", msg: fmt.Sprintf("no endpoint %s %s (the API is under /api/v1)", r.Method, r.URL.EscapedPath())}
+	if allow == nil {
+		return &apiError{status: http.StatusNotFound, code: "no_such_endpoint", msg: fmt.Sprintf("no endpoint %s %s (the API is under /api/v1)", r.Method, r.URL.EscapedPath())}
+	}
+	methods := strings.Join(append(allow, http.MethodOptions), ", ")
+	w.Header().Set("Allow", methods)
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.EscapedPath(), methods)}
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
@@ -95,6 +96,28 @@ func (b positionsJSON) selection(requireSome bool) (func(delivery.ParkedEvent) b
 	return func(pe delivery.ParkedEvent) bool { return slices.Contains(b.Positions, pe.Position) }, nil
 }
 
+// allParked refuses a request that names a position the subscription has
+// no parked event at, so that a replay or skip does all it was asked or
+// nothing.
+func (b positionsJSON) allParked(name, what string, parked []delivery.ParkedEvent) error {
+	var missing []varve.Position
+	for _, p := range b.Positions {
+		if !slices.ContainsFunc(parked, func(pe delivery.ParkedEvent) bool { return pe.Position == p }) && !slices.Contains(missing, p) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	texts := make([]string, len(missing))
+	for i, p := range missing {
+		texts[i] = p.String()
+	}
+	return &apiError{status: http.StatusNotFound, code: "not_parked",
+		msg:    fmt.Sprintf("subscription %q has no parked event at position %s: nothing was %s", name, strings.Join(texts, ", "), what),
+		detail: map[string]any{"positions": missing}}
+}
+
 func (s *Server) replayParked(w http.ResponseWriter, r *http.Request) error {
 	if _, err := params(r); err != nil {
 		return err
@@ -108,7 +131,11 @@ func (s *Server) replayParked(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	if _, _, err := s.known(r, false); err != nil {
+	_, parked, err := s.known(r, false)
+	if err != nil {
+		return err
+	}
+	if err := body.allParked(name, "replayed", parked); err != nil {
 		return err
 	}
 	var sink delivery.Sink
@@ -154,7 +181,11 @@ func (s *Server) skipParked(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	if _, _, err := s.known(r, false); err != nil {
+	_, parked, err := s.known(r, false)
+	if err != nil {
+		return err
+	}
+	if err := body.allParked(name, "skipped", parked); err != nil {
 		return err
 	}
 	skipped, err := delivery.NewParked(s.store, name).Skip(r.Context(), match)

@@ -55,41 +55,160 @@ async function api(path, opts = {}) {
 const enc = encodeURIComponent;
 function when(t) { return t ? new Date(t).toLocaleString(undefined, {dateStyle: "short", timeStyle: "medium"}) : ""; }
 
-// pretty renders a JSON value indented, with its parts coloured.
+// ---- JSON values ------------------------------------------------------------
+// Event data may nest 10,000 levels deep and weigh megabytes. These
+// functions walk a value with a stack of their own, never by recursion, and
+// draw it within budgets, so that no value overflows the call stack or
+// freezes the page.
+const drawDepth = 40;          // levels drawn at once; deeper ones are folded, drawn on a click
+const drawValues = 2000;       // values drawn at once; the rest of a container is counted
+const drawString = 10_000;     // characters of one string drawn
+const rawChars = 256 << 10;    // characters of raw text shown; Copy takes all
+const largeValues = 1000, largeChars = 64 << 10; // over either, a payload is drawn on demand
+
+// large says whether v holds more than largeValues values or largeChars
+// characters; it stops counting there.
+function large(v) {
+  let values = 0, chars = 0;
+  const stack = [v];
+  while (stack.length) {
+    const x = stack.pop();
+    if (++values > largeValues) return true;
+    if (typeof x === "string") chars += x.length;
+    else if (x !== null && typeof x === "object") {
+      const keys = Array.isArray(x) ? null : Object.keys(x);
+      const n = keys ? keys.length : x.length;
+      if (values + stack.length + n > largeValues) return true;
+      for (let i = 0; i < n; i++) {
+        if (keys) chars += keys[i].length;
+        stack.push(keys ? x[keys[i]] : x[i]);
+      }
+    }
+    if (chars > largeChars) return true;
+  }
+  return false;
+}
+
+// compact returns v as compact JSON text, cut after max characters.
+function compact(v, max = Infinity) {
+  const parts = [];
+  let len = 0;
+  const put = (s) => { parts.push(s); len += s.length; };
+  const stack = [];
+  const open = (x) => {
+    if (x === null || typeof x !== "object") { put(JSON.stringify(x)); return; }
+    const arr = Array.isArray(x);
+    put(arr ? "[" : "{");
+    stack.push({x, arr, keys: arr ? null : Object.keys(x), i: 0});
+  };
+  open(v);
+  while (stack.length && len <= max) {
+    const f = stack[stack.length - 1];
+    if (f.i === (f.arr ? f.x.length : f.keys.length)) { put(f.arr ? "]" : "}"); stack.pop(); continue; }
+    if (f.i > 0) put(",");
+    const k = f.arr ? f.i : f.keys[f.i];
+    f.i++;
+    if (!f.arr) put(JSON.stringify(k) + ":");
+    open(f.x[k]);
+  }
+  const text = parts.join("");
+  return len > max ? {text: text.slice(0, max), cut: true} : {text, cut: false};
+}
+
+// pretty draws a JSON value indented, its parts coloured: drawDepth levels
+// (a deeper container is a button that draws its own), drawValues values
+// (the rest of each open container is counted), drawString characters of
+// a string.
 function pretty(v, indent = "") {
   const out = [];
+  let budget = drawValues;
   const put = (cls, s) => out.push(cls ? el("span", {class: cls}, s) : document.createTextNode(s));
-  const walk = (v, ind) => {
-    if (v === null || typeof v === "boolean") return put("j-lit", String(v));
-    if (typeof v === "number") return put("j-num", String(v));
-    if (typeof v === "string") return put("j-str", JSON.stringify(v));
-    const arr = Array.isArray(v);
-    const keys = arr ? v.map((_, i) => i) : Object.keys(v);
-    if (keys.length === 0) return put(null, arr ? "[]" : "{}");
-    put(null, arr ? "[\n" : "{\n");
-    keys.forEach((k, i) => {
-      put(null, ind + "  ");
-      if (!arr) { put("j-key", JSON.stringify(k)); put(null, ": "); }
-      walk(v[k], ind + "  ");
-      put(null, i < keys.length - 1 ? ",\n" : "\n");
-    });
-    put(null, ind + (arr ? "]" : "}"));
+  const stack = [];
+  const open = (x, ind, depth) => {
+    if (x === null || typeof x === "boolean") return put("j-lit", String(x));
+    if (typeof x === "number") return put("j-num", String(x));
+    if (typeof x === "string") {
+      if (x.length <= drawString) return put("j-str", JSON.stringify(x));
+      put("j-str", JSON.stringify(x.slice(0, drawString)).slice(0, -1) + "…");
+      return put("j-cut", " (" + (x.length - drawString).toLocaleString("en") + " more characters)");
+    }
+    const arr = Array.isArray(x);
+    const keys = arr ? null : Object.keys(x);
+    const n = arr ? x.length : keys.length;
+    if (n === 0) return put(null, arr ? "[]" : "{}");
+    if (depth >= drawDepth) {
+      const fold = el("button", {type: "button", class: "j-fold", title: "nested deeper than " + drawDepth + " levels: draw it",
+        onclick: () => fold.replaceWith(...pretty(x, ind))}, (arr ? "[… " : "{… ") + n.toLocaleString("en") + (arr ? " items]" : " keys}"));
+      return out.push(fold);
+    }
+    put(null, arr ? "[" : "{");
+    stack.push({x, arr, keys, n, i: 0, ind, depth});
   };
-  walk(v, indent);
+  open(v, indent, 0);
+  while (stack.length) {
+    const f = stack[stack.length - 1];
+    if (f.i === f.n) { put(null, "\n" + f.ind + (f.arr ? "]" : "}")); stack.pop(); continue; }
+    const inner = f.ind + "  ";
+    put(null, (f.i > 0 ? ",\n" : "\n") + inner);
+    if (budget <= 0) {
+      put("j-cut", "… " + (f.n - f.i).toLocaleString("en") + (f.arr ? " more items" : " more keys"));
+      f.i = f.n;
+      continue;
+    }
+    budget--;
+    const k = f.arr ? f.i : f.keys[f.i];
+    f.i++;
+    if (!f.arr) { put("j-key", JSON.stringify(k)); put(null, ": "); }
+    open(f.x[k], inner, f.depth + 1);
+  }
   return out;
 }
 
+// describe names the shape of a JSON value: "array of 12 items".
+function describe(v) {
+  if (Array.isArray(v)) return "array of " + v.length.toLocaleString("en") + " items";
+  if (typeof v === "string") return "string of " + v.length.toLocaleString("en") + " characters";
+  if (v !== null && typeof v === "object") return "object of " + Object.keys(v).length.toLocaleString("en") + " keys";
+  return typeof v;
+}
+
 function payload(e, name) {
-  if (e[name] !== undefined) return el("pre", {class: "mono", "data-part": name}, pretty(e[name]));
+  if (e[name] !== undefined) {
+    const v = e[name];
+    if (!large(v)) return el("pre", {class: "mono", "data-part": name}, pretty(v));
+    return largePayload(v, name);
+  }
   if (e[name + "_base64"] !== undefined) {
     return el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, "base64: "), e[name + "_base64"]);
   }
   return el("pre", {class: "mono muted", "data-part": name}, "(empty)");
 }
 
+// largePayload shows a large value's shape and draws the value on demand:
+// pretty within the budgets, or as raw text cut at rawChars; Copy puts all
+// of its text on the clipboard.
+function largePayload(v, name) {
+  const pre = el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, describe(v) + ": large, drawn on demand"));
+  const copy = el("button", {type: "button", class: "j-copy", onclick: () => {
+    navigator.clipboard.writeText(compact(v).text).then(() => { copy.textContent = "Copied"; }, (err) => { copy.textContent = "Copy failed: " + err.message; });
+  }}, "Copy");
+  return el("div", {class: "payload"},
+    el("div", {class: "toolbar j-tools"},
+      el("button", {type: "button", class: "j-show", onclick: () => pre.replaceChildren(...pretty(v))}, "Show"),
+      el("button", {type: "button", class: "j-raw", onclick: () => {
+        const raw = compact(v, rawChars);
+        pre.replaceChildren(raw.text, raw.cut ? el("span", {class: "j-cut"}, "\n… cut at " + (rawChars >> 10) + " KiB: Copy takes all of it") : "");
+      }}, "Raw"),
+      copy),
+    pre);
+}
+
 function preview(e) {
-  if (e.data !== undefined) return JSON.stringify(e.data);
-  if (e.data_base64 !== undefined) return "base64:" + e.data_base64;
+  if (e.data !== undefined) {
+    const c = compact(e.data, 300);
+    return c.cut ? c.text + "…" : c.text;
+  }
+  if (e.data_base64 !== undefined) return "base64:" + e.data_base64.slice(0, 300);
   return "";
 }
 
