@@ -55,6 +55,10 @@ type LeaseStore interface {
 	ReleaseLease(ctx context.Context, name, holder string, token uint64) error
 	// SaveCheckpointFenced saves pos under name unless the lease has a
 	// token newer than token, which gives ErrLeaseLost and saves nothing.
+	// The fence is atomic with AcquireLease: a save that starts after an
+	// AcquireLease that handed out a newer token returned is refused, and a
+	// save in flight during that AcquireLease lands before it returns (so
+	// the new holder's next load sees it) or not at all.
 	SaveCheckpointFenced(ctx context.Context, name string, pos Position, lease string, token uint64) error
 	// ListLeases returns the leases whose names begin with prefix and
 	// that are held and not expired, in name order.

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -152,5 +153,194 @@ func testLeases(t *testing.T, f Factory) {
 	} {
 		_, err := leases.Acquire(ctx, tc.name, tc.holder, tc.ttl)
 		wantErr(t, "bad lease request", err, varve.ErrInvalidArgument)
+	}
+}
+
+// testLeaseFence holds the fence of checkpoints to its promise, on backends
+// that keep leases: once a newer holder's Acquire returned, a save with an
+// older token is refused and the checkpoint stays as it was; a save in
+// flight during that Acquire lands before the Acquire returns or not at
+// all. The old and the new holder use backends of their own over the same
+// data, as two processes would.
+func testLeaseFence(t *testing.T, f Factory) {
+	sa := store(t, f)
+	if !sa.Leases().Supported() || !sa.Checkpoints().Supported() {
+		t.Skipf("%s keeps no leases or no checkpoints", sa.Features().Name)
+	}
+	ctx := ctxFor(t)
+	pfx := prefix(t)
+	mustAppend(t, sa, pfx+"s", varve.NoStream, events("E", 1)...)
+	bb, err := reopen(t, f, sa, pfx+"s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := varve.New(bb, varve.Config{})
+	if err != nil {
+		t.Fatalf("varve.New: %v", err)
+	}
+	t.Cleanup(func() { _ = sb.Close() })
+	la, lb := sa.Leases(), sb.Leases()
+
+	t.Run("Deterministic", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			expire bool // A lets its lease expire instead of releasing it
+			saved  bool // A saved the checkpoint before B acquired the lease
+		}{
+			{"released", false, true},
+			{"expired", true, true},
+			{"released/first save after", false, false},
+			{"expired/first save after", true, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				id := prefix(t)
+				lease, cp := id+"lease", id+"cp"
+				ttl := time.Minute
+				if tc.expire {
+					ttl = varve.MinLeaseTTL
+				}
+				a, err := la.Acquire(ctx, lease, "a", ttl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.saved {
+					if err := la.SaveCheckpoint(ctx, cp, varve.Position{Seq: 1}, a); err != nil {
+						t.Fatalf("save with the holder's token: %v", err)
+					}
+				}
+				if !tc.expire {
+					if err := la.Release(ctx, a); err != nil {
+						t.Fatal(err)
+					}
+				}
+				b := acquireWhenFree(t, lb, lease, "b")
+				if b.Token <= a.Token {
+					t.Fatalf("new holder's token %d, old %d", b.Token, a.Token)
+				}
+				err = la.SaveCheckpoint(ctx, cp, varve.Position{Seq: 2}, a)
+				wantErr(t, "save with the old holder's token", err, varve.ErrLeaseLost)
+				pos, ok, err := sb.Checkpoints().Load(ctx, cp)
+				if err != nil || ok != tc.saved || (tc.saved && pos != varve.Position{Seq: 1}) {
+					t.Fatalf("checkpoint after a refused save: %v %v %v, want saved=%v at 1", pos, ok, err, tc.saved)
+				}
+				if err := lb.SaveCheckpoint(ctx, cp, varve.Position{Seq: 3}, b); err != nil {
+					t.Fatalf("save with the new holder's token: %v", err)
+				}
+				if pos, ok, err := sa.Checkpoints().Load(ctx, cp); err != nil || !ok || pos != (varve.Position{Seq: 3}) {
+					t.Fatalf("checkpoint after the new holder's save: %v %v %v, want 3", pos, ok, err)
+				}
+			})
+		}
+	})
+
+	// A saves in a loop while B takes the lease over; what B loads right
+	// after its Acquire returned must be the checkpoint for good, whatever
+	// the interleaving. Every fourth trial lets A's lease expire.
+	t.Run("Race", func(t *testing.T) {
+		const trials = 60
+		failed := 0
+		for i := range trials {
+			if !raceTrial(t, la, lb, sb.Checkpoints(), fmt.Sprintf("%srace-%d-", pfx, i), i%4 == 3) {
+				failed++
+			}
+		}
+		if failed > 0 {
+			t.Errorf("%d of %d trials: an old holder's save landed after the new holder's Acquire returned", failed, trials)
+		}
+	})
+}
+
+// raceTrial is one trial of the race: A saves with increasing positions
+// until it is refused or stopped, while its lease is released (or expires)
+// and B acquires it and loads the checkpoint. It reports whether the
+// checkpoint stayed what B loaded.
+func raceTrial(t *testing.T, la, lb varve.Leases, cps varve.Checkpoints, id string, expire bool) bool {
+	t.Helper()
+	ctx := ctxFor(t)
+	lease, cp := id+"lease", id+"cp"
+	ttl := time.Minute
+	if expire {
+		ttl = varve.MinLeaseTTL
+	}
+	a, err := la.Acquire(ctx, lease, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, first := make(chan struct{}), make(chan struct{})
+	var loop sync.WaitGroup
+	var loopErr error
+	loop.Go(func() {
+		for n := uint64(1); ; n++ {
+			err := la.SaveCheckpoint(ctx, cp, varve.Position{Seq: n}, a)
+			if n == 1 {
+				close(first)
+			}
+			if err != nil {
+				if !errors.Is(err, varve.ErrLeaseLost) {
+					loopErr = err
+				}
+				return
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	})
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+			loop.Wait()
+		}
+	}()
+	<-first
+	if !expire {
+		if err := la.Release(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := acquireWhenFree(t, lb, lease, "b")
+	seen, seenOK, err := cps.Load(ctx, cp)
+	stopped = true
+	close(stop)
+	loop.Wait()
+	if err != nil || loopErr != nil {
+		t.Fatalf("%s: load %v, saves %v", id, err, loopErr)
+	}
+	if b.Token <= a.Token {
+		t.Fatalf("%s: new holder's token %d, old %d", id, b.Token, a.Token)
+	}
+	pos, ok, err := cps.Load(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos != seen || ok != seenOK {
+		t.Errorf("%s (expired %v): the new holder loaded %v (found %v) after its Acquire, then the old holder's save made it %v",
+			id, expire, seen, seenOK, pos)
+		return false
+	}
+	return true
+}
+
+// acquireWhenFree acquires lease for holder once its holder released it or
+// let it expire, by the backend's clock.
+func acquireWhenFree(t testing.TB, leases varve.Leases, lease, holder string) varve.Lease {
+	t.Helper()
+	ctx := ctxFor(t)
+	for {
+		l, err := leases.Acquire(ctx, lease, holder, time.Minute)
+		if err == nil {
+			return l
+		}
+		if !errors.Is(err, varve.ErrLeaseHeld) {
+			t.Fatalf("acquire %q for %q: %v", lease, holder, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("acquire %q for %q: still held when the test's deadline passed: %v", lease, holder, err)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

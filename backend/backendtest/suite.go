@@ -49,6 +49,7 @@ func Run(t *testing.T, f Factory) {
 		{"MultiAppend", testMultiAppend},
 		{"DCB", testDCB},
 		{"Leases", testLeases},
+		{"LeaseFence", testLeaseFence},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},

@@ -333,6 +333,29 @@
 // until the next delete or truncate of the stream finishes the purge.
 // Deleting a stream also deletes its snapshot.
 //
+// # Leases and fenced checkpoints
+//
+// Leases (varve.LeaseStore) are entries of the checkpoint bucket, changed
+// by compare-and-set on their revision; expiry is judged by the clock of
+// the process that acquires. A lease entry also lists the checkpoints that
+// were saved fenced by it (at most 64; one more is refused with
+// varve.ErrInvalidArgument, and names are never removed), and a fenced
+// checkpoint stores the token of its last save. An Acquire that hands out a
+// new token sets it in the entry, then stores it in every listed checkpoint,
+// keeping its position, before it returns: two requests per checkpoint and
+// one more. So the fence is atomic on every server version without a
+// transaction over two keys: a fenced save with an older token that starts
+// after a newer Acquire returned is refused with varve.ErrLeaseLost, and
+// one in flight during that Acquire lands before it returns (the new
+// holder then loads it) or not at all. An Acquire that fails after setting
+// its token leaves its fence to the next Acquire of the lease, a renewal
+// too, which completes it before it returns. A renewal costs a get and a
+// compare-and-set, a fenced save of a listed checkpoint two gets and a
+// compare-and-set, the first fenced save of a checkpoint one
+// compare-and-set of the entry more. A checkpoint saved without the lease
+// (varve.Checkpoints.Save) drops its stored token: do not mix both on one
+// name. lease.go in this package argues the design.
+//
 // # Durability
 //
 // An append is acknowledged once the server has stored it. With file

@@ -198,8 +198,13 @@ func (b *Backend) LoadCheckpoint(ctx context.Context, name string) (varve.Positi
 	if err != nil || !ok {
 		return varve.Start, false, err
 	}
-	// A checkpoint saved fenced by a lease carries its token after a tab.
+	// A checkpoint saved fenced by a lease carries its token after a tab;
+	// one that a lease's fence wrote before it was ever saved has only the
+	// token.
 	text, _, _ := strings.Cut(string(v), "\t")
+	if text == "" {
+		return varve.Start, false, nil
+	}
 	pos, err := varve.ParsePosition(text)
 	if err != nil {
 		return varve.Start, false, b.fail("decode checkpoint", err)
