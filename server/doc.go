@@ -38,6 +38,14 @@
 // the request's time ran out. A panic in a handler is a 500 with the same
 // shape; no response carries a stack.
 //
+// Pages of events are bounded in bytes as well as in events: a page ends
+// at its limit or at the event that takes its data and metadata to
+// Config.MaxPageBytes (default 4 MiB), whichever comes first, and holds at
+// least one event however big. "more": true says the page stopped at one
+// of these bounds, so more may be readable at once: a client pages on from
+// "next" (a stream; null when nothing can follow) or "through" ($all)
+// until "more" is false.
+//
 // # Consumers
 //
 // A store keeps no registry of consumers. What it has: checkpoints (named
@@ -66,6 +74,36 @@
 // carry a Content-Security-Policy and no-store caching. The token appears
 // in no response and no log line; [NewHTTPServer] sets the listener's
 // header, read and idle timeouts.
+//
+// # Memory
+//
+// What a response holds of events is bounded in bytes, whatever their
+// size and the number of requests. Each page (of a stream or of $all, and
+// each batch a live tail writes) holds at most MaxPageBytes plus one event
+// of data and metadata; the live tail writes and flushes a batch before it
+// reads the next. All responses together hold at most Config.MaxReadBytes
+// (default 32 MiB) of it: before it reads, a page takes MaxPageBytes plus
+// the store's MaxEventSize from this budget (all of it, when that is
+// more), waiting its turn in order of arrival; it keeps what it read,
+// gives back each event's bytes once the event is written, and the rest
+// when done. A page request that waits for the request's time gets a 503
+// "busy"; a live tail waits. Counting a consumer's lag holds one page of
+// LagPageBytes plus an event, taken from the same budget. A response
+// encodes one event at a time (its JSON, or base64, and the encoder's
+// buffer), never the page at once, so with P = MaxPageBytes, R =
+// MaxReadBytes and E = the store's MaxEventSize:
+//
+//	live heap of events in responses  <=  R (events) + 3 x R (their encoding, one event per response)  =  4 x R
+//	heap                              ~<  2 x (4 x R) + 64 KiB per connection + the rest of the process
+//
+// the factor 2 being the garbage the Go collector lets grow between
+// collections (GOGC=100; a GOMEMLIMIT lowers it). With the defaults that
+// is 256 MiB over the rest of the process however many readers, tails and
+// events there are; a page waits for R while P + E > R. An event stored
+// under a larger MaxEventSize than the store's now counts beyond its
+// page's share. Stream listings hold at most MaxPageLimit names; request
+// bodies at most MaxBodyBytes each. What is not bounded here: the parked
+// events of a subscription are listed whole (package delivery).
 //
 // # Concurrency
 //
