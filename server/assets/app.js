@@ -79,18 +79,33 @@ function pretty(v, indent = "") {
   return out;
 }
 
+// shownChars bounds the text of one payload the console renders: a page
+// of the API may hold events of megabytes, and coloured JSON of that size
+// would be millions of nodes.
+const shownChars = 64 << 10;
+
 function payload(e, name) {
-  if (e[name] !== undefined) return el("pre", {class: "mono", "data-part": name}, pretty(e[name]));
+  const cut = (s) => s.length <= shownChars ? [s] :
+    [s.slice(0, shownChars), el("span", {class: "muted"}, " … (the first " + shownChars + " of " + s.length + " characters)")];
+  if (e[name] !== undefined) {
+    const text = JSON.stringify(e[name]);
+    if (text.length <= shownChars) return el("pre", {class: "mono", "data-part": name}, pretty(e[name]));
+    return el("pre", {class: "mono", "data-part": name}, cut(text));
+  }
   if (e[name + "_base64"] !== undefined) {
-    return el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, "base64: "), e[name + "_base64"]);
+    return el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, "base64: "), cut(e[name + "_base64"]));
   }
   return el("pre", {class: "mono muted", "data-part": name}, "(empty)");
 }
 
+// previewChars bounds the data a row of the live view keeps.
+const previewChars = 160;
+
 function preview(e) {
-  if (e.data !== undefined) return JSON.stringify(e.data);
-  if (e.data_base64 !== undefined) return "base64:" + e.data_base64;
-  return "";
+  let s = "";
+  if (e.data !== undefined) s = JSON.stringify(e.data);
+  else if (e.data_base64 !== undefined) s = "base64:" + e.data_base64.slice(0, previewChars);
+  return s.length > previewChars ? s.slice(0, previewChars) + "…" : s;
 }
 
 function streamLink(id) { return el("a", {href: "#/stream/" + enc(id)}, id); }
@@ -258,18 +273,22 @@ async function allView(_, q) {
   const body = el("tbody", {id: "tail-rows"});
   const count = el("span", {id: "tail-count"}, "0");
   const status = el("span", {class: "badge", id: "tail-status"}, "connecting");
+  // The view keeps the newest max rows, each with at most previewChars of
+  // its data: a bounded page however long it follows and however big the
+  // events are.
   const max = 500;
   let n = 0;
   const add = (e) => {
     n++;
     count.textContent = String(n);
+    const p = preview(e);
     body.prepend(el("tr", {class: "fresh", "data-position": e.position},
       el("td", {class: "num mono"}, e.position),
       el("td", {class: "mono"}, streamLink(e.stream)),
       el("td", {class: "num"}, e.version),
       el("td", {}, e.type),
       el("td", {}, when(e.recorded_at)),
-      el("td", {class: "mono preview", title: preview(e)}, preview(e))));
+      el("td", {class: "mono preview", title: p}, p)));
     while (body.rows.length > max) body.deleteRow(body.rows.length - 1);
   };
   const input = el("input", {type: "text", id: "tail-from", value: from, size: 10});
