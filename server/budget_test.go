@@ -355,7 +355,8 @@ func readBuffer(slow bool) []byte {
 // MaxPageBytes (one event alone when it is over it), and a client that
 // pages on with next (a stream, both directions) or through ($all) until
 // "more" is false, or follows the live tail, gets every event exactly once,
-// in order, with its data, on every page within MaxPageBytes plus one event.
+// in order, with its data, on every page within MaxPageBytes plus one event;
+// a consumer's lag counts them all through pages of LagPageBytes.
 func TestPagesByBytes(t *testing.T) {
 	const pageBytes = 64 << 10
 	sizes := []int{0, 10, 25 << 10, 50 << 10, 256 << 10, 5, 75 << 10, 63 << 10, 1 << 10, 200 << 10, 16 << 10, 16 << 10, 16 << 10, 16 << 10, 16 << 10, 3}
@@ -471,6 +472,17 @@ func TestPagesByBytes(t *testing.T) {
 					t.Logf("%d events in %d pages", len(got), pages)
 				})
 			}
+			t.Run("lag", func(t *testing.T) {
+				// Lag reads pages of LagPageBytes: events over it make
+				// pages of one, and the count reads on past them.
+				if err := store.Checkpoints().Save(ctx, "from-start", varve.Start); err != nil {
+					t.Fatal(err)
+				}
+				r := a.want(a.do("GET", "/api/v1/subscriptions/from-start", nil), 200, "a consumer's lag")
+				if s := r.body["subscription"].(map[string]any); s["lag"] != float64(len(sizes)) || s["lag_more"] != false {
+					t.Fatalf("lag of a consumer at the start: %v (more %v), the log holds %d events", s["lag"], s["lag_more"], len(sizes))
+				}
+			})
 			t.Run("tail", func(t *testing.T) {
 				events, stop, _ := a.tail(ctx, "?after=start")
 				defer stop()
