@@ -44,6 +44,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadPaged", testReadPaged},
 		{"ReadLongStream", testReadLongStream},
 		{"ReadAllOrder", testReadAllOrder},
+		{"PageBytes", testPageBytes},
 		{"FilteredRead", testFilteredRead},
 		{"MultiAppend", testMultiAppend},
 		{"DCB", testDCB},
