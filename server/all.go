@@ -53,7 +53,7 @@ func (s *Server) sendPage(out *bufio.Writer, enc *json.Encoder, evs []varve.Reco
 		if err := out.WriteByte('\n'); err != nil {
 			return i, err
 		}
-		h.free(int64(eventBytes(&evs[i])))
+		h.free(int64(evs[i].Size()))
 		evs[i] = varve.RecordedEvent{}
 	}
 	return len(evs), nil

@@ -62,13 +62,10 @@ func (h *hold) free(n int64) {
 // done gives back all of h.
 func (h *hold) done() { h.free(h.n) }
 
-// eventBytes is what an event counts against the byte budgets.
-func eventBytes(e *varve.RecordedEvent) int { return len(e.Data) + len(e.Metadata) }
-
 func pageBytes(evs []varve.RecordedEvent) int {
 	n := 0
 	for i := range evs {
-		n += eventBytes(&evs[i])
+		n += evs[i].Size()
 	}
 	return n
 }
@@ -122,7 +119,7 @@ func writePage(w http.ResponseWriter, r *http.Request, evs []varve.RecordedEvent
 		if err := enc.Encode(EventOf(evs[i])); err != nil {
 			return err
 		}
-		h.free(int64(eventBytes(&evs[i])))
+		h.free(int64(evs[i].Size()))
 		evs[i] = varve.RecordedEvent{}
 	}
 	_ = out.WriteByte(']')

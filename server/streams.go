@@ -154,7 +154,7 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		evs = append(evs, e)
-		if size += eventBytes(&e); size >= s.cfg.MaxPageBytes {
+		if size += e.Size(); size >= s.cfg.MaxPageBytes {
 			full = true
 			break
 		}
