@@ -25,15 +25,39 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.store.ReadAllPage(r.Context(), after, nil, varve.PageSize(limit))
+	h, err := s.budget.take(r.Context(), s.pageHold())
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"events": eventsJSON(page.Events), "through": page.Through})
+	defer h.done()
+	page, err := s.store.ReadAllPage(r.Context(), after, nil, varve.PageSize(limit), varve.PageBytes(s.cfg.MaxPageBytes))
+	if err != nil {
+		return err
+	}
+	h.keep(pageBytes(page.Events))
+	return writePage(w, r, page.Events, h, map[string]any{"through": page.Through, "more": page.Full})
 }
 
-// tailPage is how many events a live tail reads at a time.
+// tailPage is how many events a live tail reads at a time (fewer when
+// they reach Config.MaxPageBytes).
 const tailPage = 256
+
+// sendPage writes the events of a page as server-sent events to out, and
+// gives each event's bytes back to h (clearing its slot) once written.
+func (s *Server) sendPage(out *bufio.Writer, enc *json.Encoder, evs []varve.RecordedEvent, h *hold) (int, error) {
+	for i := range evs {
+		fmt.Fprintf(out, "id: %s\nevent: event\ndata: ", evs[i].Position)
+		if err := enc.Encode(EventOf(evs[i])); err != nil {
+			return i, err
+		}
+		if err := out.WriteByte('\n'); err != nil {
+			return i, err
+		}
+		h.free(int64(evs[i].Size()))
+		evs[i] = varve.RecordedEvent{}
+	}
+	return len(evs), nil
+}
 
 // tail follows $all as Server-Sent Events: an "event" event per event of
 // the log, whose id is its position, so that a client that reconnects
@@ -101,10 +125,16 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
 	defer heartbeat.Stop()
 	var poll *time.Timer
 	buf := make([]varve.RecordedEvent, 0, tailPage)
+	enc := eventEncoder(out)
 	for {
 		watch := s.store.Watch()
-		page, err := s.store.ReadAllPage(ctx, after, buf[:0], varve.PageSize(tailPage))
+		held, err := s.budget.take(ctx, s.pageHold())
 		if err != nil {
+			return nil // the tail ends
+		}
+		page, err := s.store.ReadAllPage(ctx, after, buf[:0], varve.PageSize(tailPage), varve.PageBytes(s.cfg.MaxPageBytes))
+		if err != nil {
+			held.done()
 			if ctx.Err() == nil {
 				e := s.apiErr(r, err)
 				msg, _ := json.Marshal(map[string]string{"code": e.code, "message": e.msg})
@@ -113,21 +143,18 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
 			}
 			return nil
 		}
-		for _, e := range page.Events {
-			data, err := json.Marshal(EventOf(e))
-			if err != nil {
-				return nil
-			}
-			fmt.Fprintf(out, "id: %s\nevent: event\ndata: %s\n\n", e.Position, data)
+		held.keep(pageBytes(page.Events))
+		sent, err := s.sendPage(out, enc, page.Events, held)
+		if err == nil && sent > 0 {
+			err = flush()
+		}
+		held.done()
+		if err != nil {
+			return nil
 		}
 		after = page.Through
-		if len(page.Events) > 0 {
-			if err := flush(); err != nil {
-				return nil
-			}
-			if len(page.Events) == tailPage {
-				continue
-			}
+		if page.Full {
+			continue
 		}
 		var pollC <-chan time.Time
 		if watch == nil {

@@ -88,7 +88,8 @@ const report = `<!doctype html><html><head><meta charset="utf-8"><title>varve be
 </body></html>`
 
 // TestConsole drives the console in headless Chromium: sign in, list and
-// open a stream (data pretty-printed), follow $all while the test appends,
+// open a stream (data pretty-printed), follow $all while the test appends
+// (a big event's preview bounded), page through a stream of big events,
 // replay a parked event, show a lab report. It asserts on what each page
 // shows and saves a screenshot of each (VARVE_SCREENSHOTS keeps them).
 func TestConsole(t *testing.T) {
@@ -115,7 +116,7 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := &recordingSink{}
-	a := serve(t, store, server.Config{Writes: true, Name: "sqlite varve.db", Reports: os.DirFS(reports),
+	a := serve(t, store, server.Config{Writes: true, Name: "sqlite varve.db", Reports: os.DirFS(reports), MaxPageBytes: 1 << 20,
 		Replay: func(sub string) delivery.Sink { return sink }})
 
 	// Sign in; a wrong token is refused first.
@@ -188,7 +189,38 @@ func TestConsole(t *testing.T) {
 	if rows := b.text("tail-rows"); !strings.Contains(rows, "cart-88") || !strings.Contains(rows, `{"sku":"B-3","qty":4}`) || b.text("tail-count") != "4" {
 		t.Fatalf("the live table:\n%s", rows)
 	}
+	// A big event shows a bounded preview in the live view.
+	big := fmt.Appendf(nil, `{"blob":%q}`, strings.Repeat("x", 700<<10))
+	if _, err := store.Append(ctx, "cart-88", varve.Exact(4), varve.NewEvent("Blob", big)); err != nil {
+		t.Fatal(err)
+	}
+	b.until("the big event", `document.querySelectorAll("#tail-rows tr").length === 5`)
+	cell, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]int](`(() => { const c = document.querySelector("#tail-rows tr .preview"); return [c.textContent.length, c.title.length]; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cell[0] > 200 || cell[1] > 200 || cell[0] < 100 {
+		t.Fatalf("the preview of a 700 KiB event: %d characters of text, %d of title", cell[0], cell[1])
+	}
 	b.shot("all")
+
+	// A stream of big events: pages within the server's MaxPageBytes, each
+	// payload drawn only on demand.
+	for v := range 3 {
+		if _, err := store.Append(ctx, "blob-1", varve.Exact(varve.Version(v)), varve.NewEvent("Blob", big)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.do("a stream of big events", chromedp.Navigate(a.url+"/#/stream/blob-1"), chromedp.WaitVisible(chromedp.ID("events")))
+	shown, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]int](`[...document.querySelectorAll("#events article [data-part=data]")].map(p => p.textContent.length)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shown) != 2 || shown[0] > 66<<10 || shown[1] > 66<<10 || !strings.Contains(b.text("events"), "large, drawn on demand") {
+		t.Fatalf("the first page of big events shows payloads of %v characters", shown)
+	}
+	b.do("the older page", chromedp.Click(chromedp.ID("more")))
+	b.until("the last big event", `document.querySelectorAll("#events article").length === 1 && document.querySelector("#events article").dataset.version === "1"`)
 
 	// Consumers, then replay one parked event.
 	b.do("consumers", chromedp.Navigate(a.url+"/#/subscriptions"), chromedp.WaitVisible(chromedp.ID("subscriptions")))

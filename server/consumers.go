@@ -129,12 +129,18 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 	return c, parked, nil
 }
 
+// LagPageBytes bounds the event data and metadata of each page [Lag]
+// reads: it needs only positions and stream ids, so a read of $all that
+// counts holds at most this much and one event at a time.
+const LagPageBytes = 64 << 10
+
 // Lag counts the events of $all after pos that a subscription delivers
 // (system streams left out), reading at most limit events; more is set
-// when there are more to read.
+// when there are more to read. Its pages hold at most LagPageBytes of
+// event data (and one event, however big).
 func Lag(ctx context.Context, store *varve.Store, pos varve.Position, limit int) (n int, more bool, err error) {
 	read := 0
-	for e, err := range store.ReadAll(ctx, pos, varve.PageSize(max(1, min(limit, 1000)))) {
+	for e, err := range store.ReadAll(ctx, pos, varve.PageSize(max(1, min(limit, 1000))), varve.PageBytes(LagPageBytes)) {
 		if err != nil {
 			return 0, false, err
 		}

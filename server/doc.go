@@ -36,9 +36,18 @@
 // disabled, 404, 405 (its Allow lists the path's methods, as the 204 of an
 // OPTIONS does), 409 for a version conflict or a duplicate id, 410 for a
 // tombstoned stream, 413 for a body over the limit, 415, 501 for what the
-// backend or the server cannot do, 503 while the store is closed, 504 when
-// the request's time ran out. A panic in a handler is a 500 with the same
+// backend or the server cannot do, 503 while the store is closed or while
+// the server's read budget stays in use ("busy", see Memory), 504 when the
+// request's time ran out. A panic in a handler is a 500 with the same
 // shape; no response carries a stack.
+//
+// Pages of events are bounded in bytes as well as in events: a page ends
+// at its limit or at the event that takes its data and metadata to
+// Config.MaxPageBytes (default 4 MiB), whichever comes first, and holds at
+// least one event however big. "more": true says the page stopped at one
+// of these bounds, so more may be readable at once: a client pages on from
+// "next" (a stream; null when nothing can follow) or "through" ($all)
+// until "more" is false.
 //
 // # Consumers
 //
@@ -73,6 +82,43 @@
 // a proxy that ends TLS, that header is the proxy's to send). The token
 // appears in no response and no log line; [NewHTTPServer] sets the listener's
 // header, read and idle timeouts.
+//
+// # Memory
+//
+// What responses hold of events is bounded in bytes, whatever the size of
+// the events and the number of requests. With P = Config.MaxPageBytes
+// (default 4 MiB), R = Config.MaxReadBytes (default 32 MiB) and E = the
+// store's MaxEventSize:
+//
+//   - a page of a stream or of $all, and each batch a live tail writes,
+//     holds at most P + E bytes of data and metadata; a tail writes and
+//     flushes a batch before it reads the next;
+//   - all responses together hold at most R: before it reads, a page takes
+//     P + E from this budget (all of R when that is more: pages are then
+//     read one at a time), waiting its turn in order of arrival; it keeps
+//     what it read, gives each event's bytes back once the event is
+//     written, and the rest when done. Counting a consumer's lag takes
+//     LagPageBytes + E the same way. A page request still waiting when its
+//     time runs out gets a 503 "busy"; a live tail waits;
+//   - a response encodes one event at a time, never the page at once, and
+//     only an event it still holds: the events being encoded hold at most
+//     R, and an event's JSON (a copy of its data, or its base64) with the
+//     encoder's growing buffer take at most about 3 times its bytes.
+//
+// So:
+//
+//	live heap of events in responses  <=  R + 3 x R  =  4 x R
+//	heap                              ~<  2 x 4 x R  +  64 KiB per connection  +  the rest of the process
+//
+// the factor 2 being the garbage the Go collector lets grow before it
+// collects (GOGC=100; GOMEMLIMIT lowers it), which also covers the copies
+// a backend's driver makes as it reads. With the defaults: 256 MiB over
+// the rest of the process, however many readers and tails and however big
+// the events (TestHeapBoundedByBytes measures 3 to 4 x R of growth, R = 8 MiB).
+// An event stored under a larger MaxEventSize than the store's now counts
+// beyond its page's share. Not counted against R: stream listings (at most
+// MaxPageLimit names), request bodies of writes (MaxBodyBytes each), and
+// the parked events of a subscription, which package delivery lists whole.
 //
 // # Concurrency
 //

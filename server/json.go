@@ -52,14 +52,6 @@ func jsonOrBytes(b []byte) (json.RawMessage, []byte) {
 	return nil, b
 }
 
-func eventsJSON(evs []varve.RecordedEvent) []Event {
-	out := make([]Event, len(evs))
-	for i, e := range evs {
-		out[i] = EventOf(e)
-	}
-	return out
-}
-
 // newEventJSON is an event to append: Data (any JSON value, stored as its
 // text) or DataBase64 (bytes), and the same for metadata.
 type newEventJSON struct {

@@ -26,6 +26,8 @@ const (
 	DefaultHeartbeat      = 15 * time.Second
 	DefaultPollInterval   = 500 * time.Millisecond
 	DefaultLagLimit       = 10_000
+	DefaultMaxPageBytes   = 4 << 20
+	DefaultMaxReadBytes   = 32 << 20
 	// MinTokenLen is the shortest token New accepts.
 	MinTokenLen = 16
 	// DefaultPageLimit and MaxPageLimit bound the events or names of a page.
@@ -75,6 +77,17 @@ type Config struct {
 	// LagLimit bounds the events counted for a consumer's lag; default
 	// 10,000 (a larger lag shows as "more than").
 	LagLimit int
+	// MaxPageBytes bounds the event data and metadata of a page of the
+	// API and of each batch a live tail writes: a page ends at its limit
+	// or at the event that takes it to this many bytes, whichever comes
+	// first, and holds at least one event however big; default 4 MiB.
+	MaxPageBytes int
+	// MaxReadBytes bounds the event data and metadata that all responses
+	// hold at once (pages, live tails, lag counts): a response waits for
+	// its share, and gives it back as it writes; default 32 MiB. A page
+	// read takes MaxPageBytes plus the store's MaxEventSize before it
+	// reads (all of MaxReadBytes when that is more) and keeps what it got.
+	MaxReadBytes int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -87,7 +100,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("server: the token must be at least %d bytes (or set Config.NoAuth behind authentication of your own)", MinTokenLen)
 	case strings.ContainsAny(c.Token, " \t\r\n"):
 		return c, errors.New("server: the token must not contain white space")
-	case c.MaxBodyBytes < 0 || c.RequestTimeout < 0 || c.MaxFollowers < 0 || c.Heartbeat < 0 || c.PollInterval < 0 || c.LagLimit < 0:
+	case c.MaxBodyBytes < 0 || c.RequestTimeout < 0 || c.MaxFollowers < 0 || c.Heartbeat < 0 || c.PollInterval < 0 || c.LagLimit < 0 ||
+		c.MaxPageBytes < 0 || c.MaxReadBytes < 0:
 		return c, errors.New("server: negative limit in Config")
 	}
 	if c.MaxBodyBytes == 0 {
@@ -108,6 +122,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LagLimit == 0 {
 		c.LagLimit = DefaultLagLimit
 	}
+	if c.MaxPageBytes == 0 {
+		c.MaxPageBytes = DefaultMaxPageBytes
+	}
+	if c.MaxReadBytes == 0 {
+		c.MaxReadBytes = DefaultMaxReadBytes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,6 +145,7 @@ type Server struct {
 	life      context.Context // ends at Close: live tails stop
 	stop      context.CancelFunc
 	followers atomic.Int64
+	budget    *budget // of Config.MaxReadBytes
 }
 
 // New returns a Server over cfg.Store. The Server does not own the store:
@@ -134,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, mux: http.NewServeMux(), log: cfg.Logger}
+	s := &Server{cfg: cfg, store: cfg.Store, mux: http.NewServeMux(), log: cfg.Logger, budget: newBudget(cfg.MaxReadBytes)}
 	s.token = sha256.Sum256([]byte(cfg.Token))
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.routes()

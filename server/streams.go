@@ -66,6 +66,8 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) error {
 			"max_event_size":    s.store.Config().MaxEventSize,
 			"max_append_events": s.store.Config().MaxAppendEvents,
 			"max_page":          MaxPageLimit,
+			"max_page_bytes":    s.cfg.MaxPageBytes,
+			"max_read_bytes":    s.cfg.MaxReadBytes,
 		},
 	})
 }
@@ -135,17 +137,32 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts = append(opts, varve.From(varve.Version(v)))
 	}
+	opts = append(opts, varve.PageBytes(s.cfg.MaxPageBytes))
 	stream := r.PathValue("id")
-	evs := []Event{}
+	h, err := s.budget.take(r.Context(), s.pageHold())
+	if err != nil {
+		return err
+	}
+	defer h.done()
+	// The page ends at its limit or at the event that takes it to
+	// MaxPageBytes, as a page of the store does: the store's read then
+	// returns the page it read and fetches no other.
+	var evs []varve.RecordedEvent
+	size, full := 0, false
 	for e, err := range s.store.ReadStream(r.Context(), stream, opts...) {
 		if err != nil {
 			return err
 		}
-		evs = append(evs, EventOf(e))
+		evs = append(evs, e)
+		if size += e.Size(); size >= s.cfg.MaxPageBytes {
+			full = true
+			break
+		}
 	}
+	h.keep(size)
 	// The page is full: the next one starts after its last event.
 	var next *varve.Version
-	if n := len(evs); n == limit {
+	if n := len(evs); n > 0 && (full || n == limit) {
 		v := evs[n-1].Version + 1
 		if backward {
 			v = evs[n-1].Version - 1
@@ -154,7 +171,7 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) error {
 			next = &v
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"stream": stream, "events": evs, "next": next})
+	return writePage(w, r, evs, h, map[string]any{"stream": stream, "next": next, "more": next != nil})
 }
 
 type appendJSON struct {

@@ -20,6 +20,11 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	h, err := s.budget.take(r.Context(), s.lagHold())
+	if err != nil {
+		return err
+	}
+	defer h.done()
 	list, err := Consumers(r.Context(), s.store, q.Get("prefix"), s.cfg.LagLimit)
 	if err != nil {
 		return err
@@ -65,6 +70,12 @@ func (s *Server) known(r *http.Request, withLag bool) (Consumer, []delivery.Park
 	limit := s.cfg.LagLimit
 	if !withLag {
 		limit = -1
+	} else {
+		h, err := s.budget.take(r.Context(), s.lagHold())
+		if err != nil {
+			return Consumer{}, nil, err
+		}
+		defer h.done()
 	}
 	c, parked, err := InspectConsumer(r.Context(), s.store, name, limit)
 	if errors.Is(err, ErrUnknownConsumer) {

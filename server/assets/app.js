@@ -172,6 +172,9 @@ function describe(v) {
   return typeof v;
 }
 
+// shownChars bounds the base64 text of one payload the console renders.
+const shownChars = 64 << 10;
+
 function payload(e, name) {
   if (e[name] !== undefined) {
     const v = e[name];
@@ -179,7 +182,10 @@ function payload(e, name) {
     return largePayload(v, name);
   }
   if (e[name + "_base64"] !== undefined) {
-    return el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, "base64: "), e[name + "_base64"]);
+    const b64 = e[name + "_base64"];
+    const shown = b64.length <= shownChars ? [b64] :
+      [b64.slice(0, shownChars), el("span", {class: "muted"}, " … (the first " + shownChars + " of " + b64.length + " characters)")];
+    return el("pre", {class: "mono", "data-part": name}, el("span", {class: "muted"}, "base64: "), ...shown);
   }
   return el("pre", {class: "mono muted", "data-part": name}, "(empty)");
 }
@@ -203,12 +209,15 @@ function largePayload(v, name) {
     pre);
 }
 
+// previewChars bounds the data a row of the live view keeps.
+const previewChars = 160;
+
 function preview(e) {
   if (e.data !== undefined) {
-    const c = compact(e.data, 300);
+    const c = compact(e.data, previewChars);
     return c.cut ? c.text + "…" : c.text;
   }
-  if (e.data_base64 !== undefined) return "base64:" + e.data_base64.slice(0, 300);
+  if (e.data_base64 !== undefined) return "base64:" + e.data_base64.slice(0, previewChars);
   return "";
 }
 
@@ -377,18 +386,22 @@ async function allView(_, q) {
   const body = el("tbody", {id: "tail-rows"});
   const count = el("span", {id: "tail-count"}, "0");
   const status = el("span", {class: "badge", id: "tail-status"}, "connecting");
+  // The view keeps the newest max rows, each with at most previewChars of
+  // its data: a bounded page however long it follows and however big the
+  // events are.
   const max = 500;
   let n = 0;
   const add = (e) => {
     n++;
     count.textContent = String(n);
+    const p = preview(e);
     body.prepend(el("tr", {class: "fresh", "data-position": e.position},
       el("td", {class: "num mono"}, e.position),
       el("td", {class: "mono"}, streamLink(e.stream)),
       el("td", {class: "num"}, e.version),
       el("td", {}, e.type),
       el("td", {}, when(e.recorded_at)),
-      el("td", {class: "mono preview", title: preview(e)}, preview(e))));
+      el("td", {class: "mono preview", title: p}, p)));
     while (body.rows.length > max) body.deleteRow(body.rows.length - 1);
   };
   const input = el("input", {type: "text", id: "tail-from", value: from, size: 10});
