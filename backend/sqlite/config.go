@@ -97,7 +97,8 @@ type Config struct {
 	// the backend checks the file for commits of other processes (and of
 	// other Backends of this process): the delay before such a commit
 	// wakes the waiters is at most about this long. Each check reads PRAGMA
-	// data_version, a few microseconds; nobody waiting, nothing is checked.
+	// data_version (7.5-9µs each on a shared 2-core VM, so 0.1% of a core at
+	// the default); nobody waiting, nothing is checked.
 	// Default 10ms, from [MinWatchInterval] to [MaxWatchInterval]. An
 	// in-memory database, which no other connection can write, ignores it.
 	WatchInterval time.Duration

@@ -68,7 +68,11 @@ func runWatchChild(path string) error {
 // TestWatchOtherProcess: a reader waiting on Watch is woken by the appends
 // of another process on the same file, each made while it waits, and sees
 // every one of them. It logs the latency from the return of the child's
-// Append to the parent's read that returned the event.
+// Append to the parent's read that returned the event. The child commits
+// about one round trip after the check that woke the parent for the
+// previous event, and checks are WatchInterval apart, so the latency sits
+// near WatchInterval less that round trip, not at half of WatchInterval as
+// for commits that come at random moments.
 func TestWatchOtherProcess(t *testing.T) {
 	const (
 		events = 200
