@@ -22,8 +22,10 @@ type Backend struct {
 	path   string
 	memory bool
 
-	commits atomic.Uint64 // write transactions committed
-	ops     atomic.Uint64 // writes committed in them
+	commits    atomic.Uint64 // write transactions committed
+	ops        atomic.Uint64 // writes committed in them
+	polls      atomic.Uint64 // reads of PRAGMA data_version by watchFile
+	pollErrors atomic.Uint64 // failed ones
 
 	wconn *conn // the writer's connection; also the read pool's only one in memory
 	reads *pool
@@ -34,7 +36,8 @@ type Backend struct {
 	closed  atomic.Bool
 	once    sync.Once
 
-	watch notify.Broadcast // woken after each commit that wrote events
+	watch        notify.Broadcast // woken after each commit that wrote events
+	watchStopped chan struct{}    // closed when watchFile has returned; nil in memory
 
 	txdb *txDB // WriteTx and ReadTx
 }
@@ -47,7 +50,9 @@ var (
 )
 
 // New opens (or creates) the database, brings its schema up to date and
-// starts the writer goroutine, which Close stops.
+// starts the writer goroutine and, for a file, the goroutine that looks for
+// other connections' commits while somebody waits on Watch; Close stops
+// both.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -71,6 +76,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	b.txdb = newTxDB(b)
 	go b.run()
+	if !b.memory {
+		b.watchStopped = make(chan struct{})
+		go b.watchFile()
+	}
 	return b, nil
 }
 
@@ -148,22 +157,38 @@ func (b *Backend) Features() varve.Features {
 	}
 }
 
-// Stats describes the group commits so far.
+// Stats describes the group commits and the checks for other
+// connections' commits so far.
 type Stats struct {
 	// Commits is the number of write transactions committed.
 	Commits uint64
 	// Writes is the number of writes (appends, deletes, truncations,
 	// snapshots, checkpoints) in them; Writes/Commits is the mean batch.
 	Writes uint64
+	// WatchPolls is the number of times the file was checked for commits
+	// of other connections on behalf of waiters on Watch, and WatchErrors
+	// the number of those checks that failed (each is retried after a
+	// back-off; see [Backend.Watch]).
+	WatchPolls  uint64
+	WatchErrors uint64
 }
 
-// Stats returns the group commit counters.
+// Stats returns the counters.
 func (b *Backend) Stats() Stats {
-	return Stats{Commits: b.commits.Load(), Writes: b.ops.Load()}
+	return Stats{Commits: b.commits.Load(), Writes: b.ops.Load(), WatchPolls: b.polls.Load(), WatchErrors: b.pollErrors.Load()}
 }
 
-// Watch implements [varve.Watcher]: the channel is closed after the next
-// commit that wrote events, and at once on a closed backend.
+// Watch implements [varve.Watcher]. The channel is closed right after the
+// next commit of this backend that wrote events, and within about
+// [Config.WatchInterval] after a commit through any other connection to the
+// same file (another process, another Backend of this process), which the
+// backend checks for only while somebody waits. Those checks also see this
+// backend's own commits, and a commit that wrote no events, so a wake-up
+// may be spurious. While the check fails (the file cannot be opened), the
+// waiters are woken after every failed attempt, from WatchInterval to a
+// second apart, so that they read for themselves. A file replaced or
+// renamed under an open backend is not followed: the backend keeps the one
+// it opened. On a closed backend the channel is closed at once.
 func (b *Backend) Watch() <-chan struct{} { return b.watch.Wait() }
 
 // Close stops the writer, failing the writes still queued with
@@ -174,6 +199,9 @@ func (b *Backend) Close() error {
 		b.closed.Store(true)
 		close(b.closing)
 		<-b.stopped
+		if b.watchStopped != nil {
+			<-b.watchStopped
+		}
 		errs := []error{b.txdb.close(), b.reads.close()}
 		if !b.memory {
 			errs = append(errs, b.wconn.close())

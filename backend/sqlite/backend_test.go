@@ -14,7 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if crashChild() {
+	if crashChild() || watchChild() {
 		return
 	}
 	goleak.VerifyTestMain(m)

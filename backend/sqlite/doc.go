@@ -70,6 +70,26 @@
 // connections, but with table-level locks they would wait for the writer
 // all the same. It is meant for tests; it is not durable.
 //
+// # Wake-ups
+//
+// [Backend.Watch] (which [varve.Store.Watch] hands out) wakes a reader that
+// follows the log: at once after a commit of this backend's writer, and
+// within about [Config.WatchInterval] (default 10ms) after a commit through
+// any other connection to the file: another process, or another Backend of
+// this process. For the latter a second goroutine, started by New for a
+// file (an in-memory database has no other connection) and stopped by
+// Close, reads PRAGMA data_version on a read-only
+// connection of its own, at most once per WatchInterval and only while
+// somebody waits; nobody waiting, it sleeps and the connection stays idle.
+// The value also changes with this backend's own commits, so those wake
+// readers twice, and a channel taken from Watch and never waited on counts
+// as a waiter until the next wake-up. A failed check (the file cannot be
+// opened) wakes the waiters, so that they read for themselves, and is
+// retried on a new connection after a back-off of up to a second; it never
+// stops the backend. A file renamed or replaced while open is not
+// followed: like the backend's other connections, the watcher keeps the
+// file it opened.
+//
 // # Durability
 //
 // [SyncFull], the default, syncs the WAL at every commit: an acknowledged

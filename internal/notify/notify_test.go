@@ -64,3 +64,31 @@ func TestNoLostWakeup(t *testing.T) {
 	})
 	wg.Wait()
 }
+
+func TestArmed(t *testing.T) {
+	var b Broadcast
+	idle := b.Armed()
+	if fired(idle) {
+		t.Fatal("armed with nobody waiting")
+	}
+	if b.Armed() != idle {
+		t.Fatal("two asks while idle got different channels")
+	}
+	w := b.Wait()
+	if !fired(idle) || !fired(b.Armed()) {
+		t.Fatal("a wait did not arm")
+	}
+	b.Wait()
+	b.Notify()
+	if !fired(w) {
+		t.Fatal("notify did not wake the waiter")
+	}
+	again := b.Armed()
+	if fired(again) {
+		t.Fatal("still armed after the notify woke every waiter")
+	}
+	b.Close()
+	if !fired(again) || !fired(b.Armed()) {
+		t.Fatal("close did not fire armed channels for good")
+	}
+}
