@@ -353,3 +353,49 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestShowByBytes: streams show stops its page after the event that takes
+// it to --max-bytes (at least one event) and names the next page; JSON
+// gives "next"; streams tail -n holds the same budget.
+func TestShowByBytes(t *testing.T) {
+	store := opsStore(t)
+	ctx := context.Background()
+	s, err := open.Store(ctx, store, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := s.Append(ctx, "big-1", varve.Any, varve.NewEvent("Blob", fmt.Appendf(nil, `{"b":%q}`, strings.Repeat("x", 1000)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	jsonFile := filepath.Join(t.TempDir(), "out.json")
+	for _, tc := range []struct {
+		args []string
+		want string
+		next float64
+	}{
+		{[]string{"--max-bytes", "2500"}, "3 events (--max-bytes reached: the next page is --from 4)", 4},
+		{[]string{"--max-bytes", "1"}, "1 events (--max-bytes reached: the next page is --from 2)", 2},
+		{[]string{"--max-bytes", "1", "--backward"}, "1 events (--max-bytes reached: the next page is --from 4)", 4},
+		{[]string{"--max-bytes", "100000"}, "5 events\n", 0},
+		{[]string{"--max-bytes", "3000", "--limit", "3"}, "3 events\n", 0},
+	} {
+		args := append([]string{"streams", "show", "big-1", "--store", store}, tc.args...)
+		if r := runIn(t, args...); r.code != exitOK || !strings.Contains(r.stdout, tc.want) {
+			t.Fatalf("%v: exit %d, want %q:\n%s%s", tc.args, r.code, tc.want, r.stdout, r.stderr)
+		}
+		r := runIn(t, append(args, "--json="+jsonFile)...)
+		if r.code != exitOK {
+			t.Fatalf("%v --json: exit %d %s", tc.args, r.code, r.stderr)
+		}
+		res := r.env["results"].(map[string]any)
+		if next, _ := res["next"].(float64); next != tc.next {
+			t.Fatalf("%v --json: next %v, want %v", tc.args, res["next"], tc.next)
+		}
+	}
+	if r := runIn(t, "streams", "show", "big-1", "--store", store, "--max-bytes", "0"); r.code != exitUsage {
+		t.Fatalf("--max-bytes 0: exit %d", r.code)
+	}
+}

@@ -145,11 +145,17 @@ func writeStreamsCSV(w io.Writer, list []server.Stream) error {
 	return cw.flush()
 }
 
+// defaultShowBytes bounds the event data and metadata a command holds to
+// print at once: streams show's page (--max-bytes) and the last events of
+// streams tail.
+const defaultShowBytes = 16 << 20
+
 func streamsShowCmd() *cobra.Command {
 	var (
 		store     string
 		from      uint64
 		limit     int
+		maxBytes  int
 		backward  bool
 		out       outputs
 		noMetaOut bool
@@ -168,6 +174,9 @@ are pretty-printed.` + opsStoreHelp,
 			if err := countFlag("limit", limit, 1, varve.MaxListLimit); err != nil {
 				return err
 			}
+			if maxBytes < 1 {
+				return usagef("--max-bytes %d: want at least 1", maxBytes)
+			}
 			id := args[0]
 			t, err := resolveExisting(store)
 			if err != nil {
@@ -178,6 +187,7 @@ are pretty-printed.` + opsStoreHelp,
 			var (
 				info   varve.StreamInfo
 				events []varve.RecordedEvent
+				next   varve.Version // where a page cut by --max-bytes goes on
 			)
 			s, err := openStore(ctx, t.URL)
 			if err == nil {
@@ -187,12 +197,20 @@ are pretty-printed.` + opsStoreHelp,
 					if backward {
 						opts = append(opts, varve.ReadBackward())
 					}
+					held := 0
 					for e, rerr := range s.ReadStream(ctx, id, opts...) {
 						if rerr != nil {
 							err = rerr
 							break
 						}
 						events = append(events, e)
+						if held += e.Size(); held >= maxBytes && len(events) < limit {
+							next = e.Version + 1
+							if backward {
+								next = e.Version - 1
+							}
+							break
+						}
 					}
 				}
 				s.Close()
@@ -202,7 +220,11 @@ are pretty-printed.` + opsStoreHelp,
 			for i, e := range events {
 				evs[i] = server.EventOf(e)
 			}
-			env.Results = map[string]any{"stream": server.StreamOf(info), "events": evs}
+			res := map[string]any{"stream": server.StreamOf(info), "events": evs}
+			if next > 0 {
+				res["next"] = next
+			}
+			env.Results = res
 			return finish(cmd, &out, report{
 				env:  env,
 				rows: countRow(t.Label, id, "events", len(events)),
@@ -216,6 +238,10 @@ are pretty-printed.` + opsStoreHelp,
 					for _, e := range events {
 						printEvent(w, e, !noMetaOut)
 					}
+					if next > 0 {
+						_, werr := fmt.Fprintf(w, "%d events (--max-bytes reached: the next page is --from %d)\n", len(events), next)
+						return werr
+					}
 					_, werr := fmt.Fprintf(w, "%d events\n", len(events))
 					return werr
 				},
@@ -227,6 +253,7 @@ are pretty-printed.` + opsStoreHelp,
 	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
 	f.Uint64Var(&from, "from", 0, "first version to show (0: the first, or the last with --backward)")
 	f.IntVar(&limit, "limit", 20, "events to show")
+	f.IntVar(&maxBytes, "max-bytes", defaultShowBytes, "stop the page after the event that takes its data and metadata to this many bytes (at least one event)")
 	f.BoolVar(&backward, "backward", false, "newest first")
 	f.BoolVar(&noMetaOut, "no-metadata", false, "leave the events' metadata out of the table")
 	out.register(f, false)
@@ -290,12 +317,18 @@ a line each, instead of the text.` + opsStoreHelp,
 			id := args[0]
 			var last varve.Version
 			if n > 0 {
+				// The last n events, or fewer: as many as defaultShowBytes
+				// of data and metadata hold (at least one).
 				var tailEvents []varve.RecordedEvent
+				held := 0
 				for e, err := range s.ReadStream(ctx, id, varve.ReadBackward(), varve.Limit(n)) {
 					if err != nil {
 						return err
 					}
 					tailEvents = append(tailEvents, e)
+					if held += e.Size(); held >= defaultShowBytes {
+						break
+					}
 				}
 				for i := len(tailEvents) - 1; i >= 0; i-- {
 					if err := emit(tailEvents[i]); err != nil {
