@@ -96,9 +96,10 @@ type StreamQuery struct {
 	// MaxBytes, when > 0, is the page's byte budget: the backend adds no
 	// event after the one that brings the sum of [RecordedEvent.Size] over
 	// the events it added to MaxBytes or beyond. That event is added, so a
-	// page holds at least one event when one is readable. A backend holds
-	// no more event data than the budget and one event while it builds the
-	// page. 0: no byte bound. The same holds for the MaxBytes of
+	// page holds at least one event when one is readable. A backend should
+	// hold no more event data than the budget and one event while it builds
+	// the page; where it holds more, its package documentation says so.
+	// 0: no byte bound. The same holds for the MaxBytes of
 	// [AllQuery], [FilterQuery] and [QueryRequest].
 	MaxBytes int
 }

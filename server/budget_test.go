@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/server"
 )
@@ -550,5 +551,49 @@ func checkEvents(t *testing.T, got []server.Event, want []varve.Version, stored 
 		if m := string(e.Metadata); m != string(s.Metadata) {
 			t.Fatalf("version %d: metadata %q, stored %q", e.Version, m, s.Metadata)
 		}
+	}
+}
+
+// readCounter counts the stream reads that reach the backend.
+type readCounter struct {
+	varve.Backend
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *readCounter) ReadStream(ctx context.Context, q varve.StreamQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Backend.ReadStream(ctx, q, buf)
+}
+
+// TestStreamPageOneRead: a stream page of more events than the store's
+// page size is one backend read, within the page's share of the budget (a
+// second read would take a byte budget of its own).
+func TestStreamPageOneRead(t *testing.T) {
+	b := &readCounter{Backend: memory.New()}
+	store, err := varve.New(b, varve.Config{PageSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	for range 30 {
+		if _, err := store.Append(context.Background(), "s-1", varve.Any, varve.NewEvent("E", []byte(`{}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := serve(t, store, server.Config{})
+	b.mu.Lock()
+	b.reads = 0
+	b.mu.Unlock()
+	r := a.do("GET", "/api/v1/streams/s-1/events?limit=25", nil)
+	if r.status != http.StatusOK || len(r.body["events"].([]any)) != 25 {
+		t.Fatalf("status %d: %s", r.status, r.raw)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reads != 1 {
+		t.Fatalf("a page of 25 events took %d backend reads", b.reads)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -28,6 +29,9 @@ const (
 	DefaultLagLimit       = 10_000
 	DefaultMaxPageBytes   = 4 << 20
 	DefaultMaxReadBytes   = 32 << 20
+	// MaxByteLimit bounds Config.MaxPageBytes and MaxReadBytes: a quarter
+	// of the int range, so that a share of the budget never overflows.
+	MaxByteLimit = math.MaxInt >> 2
 	// MinTokenLen is the shortest token New accepts.
 	MinTokenLen = 16
 	// DefaultPageLimit and MaxPageLimit bound the events or names of a page.
@@ -103,6 +107,8 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MaxBodyBytes < 0 || c.RequestTimeout < 0 || c.MaxFollowers < 0 || c.Heartbeat < 0 || c.PollInterval < 0 || c.LagLimit < 0 ||
 		c.MaxPageBytes < 0 || c.MaxReadBytes < 0:
 		return c, errors.New("server: negative limit in Config")
+	case c.MaxPageBytes > MaxByteLimit || c.MaxReadBytes > MaxByteLimit:
+		return c, fmt.Errorf("server: MaxPageBytes and MaxReadBytes are at most %d", MaxByteLimit)
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

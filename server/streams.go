@@ -120,7 +120,9 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	opts := []varve.StreamOption{varve.Limit(limit)}
+	// One backend page of limit events: a second would take a budget of its
+	// own past the page's share.
+	opts := []varve.StreamOption{varve.Limit(limit), varve.PageSize(limit)}
 	backward := false
 	switch d := q.Get("direction"); d {
 	case "", "forward":

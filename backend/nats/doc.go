@@ -307,6 +307,13 @@
 // the purges of the category's streams and check their jumps the same way:
 // on 2.9 a sparse category costs one direct get per message it reads.
 //
+// A page's byte budget (MaxBytes of a query) ends the page at the event
+// that spends it, inside a commit if need be. A commit is one message, so
+// a page cut inside one holds that message whole; a filtered read decodes
+// a commit whole before it cuts; a backward stream read reads its span
+// (at most Limit events) before it keeps the newest within the budget.
+// These hold more than the budget, up to a commit's size or Limit events.
+//
 // # Failures, cancellation and Close
 //
 // Every call waits for the server only as long as its context allows, and

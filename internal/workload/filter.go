@@ -122,7 +122,7 @@ func readCategoryClient(ctx context.Context, s *varve.Store, l *hotLog) (int, er
 			return n, err
 		}
 		n += len(page.Events)
-		if page.Through == pos || len(page.Events) < s.Config().PageSize {
+		if page.Through == pos || !page.Full {
 			return n, nil
 		}
 		pos = page.Through
