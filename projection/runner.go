@@ -342,12 +342,14 @@ func (r *Runner) run(ctx context.Context) error {
 	}
 	start, _ := sub.StartPosition()
 	r.set(func(s *Status) { s.Position, s.State = start, r.catchingUp() })
-	// The runner is live once it reaches a head it has seen: under a
+	// The head is looked at again when the runner reaches the last one
+	// seen, and at most once a second for the lag otherwise: not once per
+	// batch. The runner is live when it is still at the head then, or when
+	// it reaches a head seen after it had reached an earlier one: under a
 	// steady stream of appends the head seen anew is always a little
-	// further on, and a runner that waited for it would never switch
-	// over. The head is looked at again then, and at most once a second
-	// for the lag otherwise: not once per batch.
-	live := false
+	// further on, and a runner that waited for that would never switch
+	// over; a head seen at the start may be stale (PostgreSQL's horizon).
+	live, reached := false, false
 	var head varve.Position
 	var headAt time.Time
 	sample := func() error {
@@ -384,13 +386,16 @@ func (r *Runner) run(ctx context.Context) error {
 		}
 		switch {
 		case !live && !sub.Position().Less(head):
-			if err := r.goLive(ctx); err != nil {
-				return err
-			}
-			live = true
 			if err := sample(); err != nil {
 				return err
 			}
+			if reached || !sub.Position().Less(head) {
+				if err := r.goLive(ctx); err != nil {
+					return err
+				}
+				live = true
+			}
+			reached = true
 		case time.Since(headAt) >= time.Second:
 			if err := sample(); err != nil {
 				return err
