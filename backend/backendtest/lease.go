@@ -237,7 +237,7 @@ func testLeaseFence(t *testing.T, f Factory) {
 	// after its Acquire returned must be the checkpoint for good, whatever
 	// the interleaving. Every fourth trial lets A's lease expire.
 	t.Run("Race", func(t *testing.T) {
-		const trials = 60
+		const trials = 32
 		failed := 0
 		for i := range trials {
 			if !raceTrial(t, la, lb, sb.Checkpoints(), fmt.Sprintf("%srace-%d-", pfx, i), i%4 == 3) {
