@@ -285,6 +285,10 @@ func serverGoneMidAppend(t *testing.T, conditional bool) {
 		}
 		close(appended)
 		<-killed
+		// The killer may have terminated the append's connection just after
+		// the append returned it to the pool: that connection's next use
+		// would fail. The read below starts on fresh connections.
+		b.Pool().Reset()
 		n := 0
 		for e, rerr := range s.ReadStream(ctx, stream) {
 			if errors.Is(rerr, varve.ErrStreamNotFound) {
