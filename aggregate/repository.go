@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +17,10 @@ import (
 
 // Definition describes one kind of aggregate.
 type Definition[T any] struct {
-	// Category names the kind; the stream of aggregate id is Category + "-" + id.
+	// Category names the kind; the stream of aggregate id is Category, the
+	// store's [varve.Config.CategorySeparator] and id ("order-42"), so that
+	// a filter on the category reads every aggregate of the kind. It may
+	// not hold the separator.
 	Category string
 	// New returns the state of an aggregate with no events; nil means the
 	// zero T. States read from snapshots (and, without Clone, from the
@@ -78,7 +82,10 @@ type Repository[T any] struct {
 	store *varve.Store
 	def   Definition[T]
 	cfg   Config
-	snaps varve.Snapshots // used when cfg.SnapshotEvery > 0
+	// prefix begins the stream of every aggregate: the category and the
+	// store's category separator.
+	prefix string
+	snaps  varve.Snapshots // used when cfg.SnapshotEvery > 0
 	// inCommit: saves keep small states in their commits (Config.SnapshotInCommitMax).
 	inCommit bool
 	cache    *otter.Cache[string, *cached[T]]
@@ -103,6 +110,9 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 		return nil, fmt.Errorf("aggregate: new repository: nil store: %w", varve.ErrInvalidArgument)
 	case def.Category == "":
 		return nil, fmt.Errorf("aggregate: new repository: empty category: %w", varve.ErrInvalidArgument)
+	case strings.Contains(def.Category, store.Config().CategorySeparator):
+		return nil, fmt.Errorf("aggregate: new repository %q: the category holds the store's category separator %q, so its streams would fall in category %q: %w",
+			def.Category, store.Config().CategorySeparator, store.Category(def.Category), varve.ErrInvalidArgument)
 	case def.Apply == nil || def.Events == nil:
 		return nil, fmt.Errorf("aggregate: new repository %q: Apply and Events are required: %w", def.Category, varve.ErrInvalidArgument)
 	case cfg.SnapshotEvery < 0 || cfg.CacheSize < 0 || cfg.MaxAttempts < 0:
@@ -120,7 +130,7 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 	if cfg.SnapshotInCommitMax == 0 {
 		cfg.SnapshotInCommitMax = DefaultSnapshotInCommitMax
 	}
-	r := &Repository[T]{store: store, def: def, cfg: cfg, locks: newKeyLocks(), share: !hasReferences(reflect.TypeFor[T]())}
+	r := &Repository[T]{store: store, def: def, cfg: cfg, prefix: def.Category + store.Config().CategorySeparator, locks: newKeyLocks(), share: !hasReferences(reflect.TypeFor[T]())}
 	if cfg.SnapshotEvery > 0 {
 		r.snaps = store.Snapshots()
 		if !r.snaps.Supported() {
@@ -163,7 +173,7 @@ func hasReferences(t reflect.Type) bool {
 }
 
 // Stream returns the stream name of aggregate id.
-func (r *Repository[T]) Stream(id string) string { return r.def.Category + "-" + id }
+func (r *Repository[T]) Stream(id string) string { return r.prefix + id }
 
 // LoadOption is a per-call choice of a load.
 type LoadOption func(*loadOptions)

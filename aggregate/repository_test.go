@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
+	"github.com/varve-go/varve/backend/memory"
 )
 
 func TestLoadSaveRoundTrip(t *testing.T) {
@@ -663,14 +665,54 @@ func TestNewValidates(t *testing.T) {
 		def   aggregate.Definition[Account]
 		cfg   aggregate.Config
 	}{
-		"nil store":      {nil, good, aggregate.Config{}},
-		"no category":    {e.store, aggregate.Definition[Account]{Apply: applyAccount, Events: accountEvents}, aggregate.Config{}},
-		"no apply":       {e.store, aggregate.Definition[Account]{Category: "x", Events: accountEvents}, aggregate.Config{}},
-		"no registry":    {e.store, aggregate.Definition[Account]{Category: "x", Apply: applyAccount}, aggregate.Config{}},
-		"negative cache": {e.store, good, aggregate.Config{CacheSize: -1}},
+		"nil store":                 {nil, good, aggregate.Config{}},
+		"no category":               {e.store, aggregate.Definition[Account]{Apply: applyAccount, Events: accountEvents}, aggregate.Config{}},
+		"no apply":                  {e.store, aggregate.Definition[Account]{Category: "x", Events: accountEvents}, aggregate.Config{}},
+		"no registry":               {e.store, aggregate.Definition[Account]{Category: "x", Apply: applyAccount}, aggregate.Config{}},
+		"negative cache":            {e.store, good, aggregate.Config{CacheSize: -1}},
+		"separator in the category": {e.store, aggregate.Definition[Account]{Category: "x-y", Apply: applyAccount, Events: accountEvents}, aggregate.Config{}},
 	} {
 		if _, err := aggregate.New(tc.store, tc.def, tc.cfg); !errors.Is(err, varve.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
+	}
+}
+
+// TestStreamsInTheirCategory: an aggregate's stream is its category, the
+// store's category separator and its id, so that a filtered read of the
+// category holds every aggregate of the kind, whatever the separator.
+func TestStreamsInTheirCategory(t *testing.T) {
+	t.Parallel()
+	for _, sep := range []string{"-", "::", "/", "."} {
+		t.Run(sep, func(t *testing.T) {
+			s, err := varve.New(memory.New(), varve.Config{CategorySeparator: sep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			e := &env{store: s, cat: "acct"}
+			r := newAccounts(t, e, aggregate.Config{})
+			ids := []string{"1", "a" + sep + "b", "-x"}
+			for _, id := range ids {
+				if want := "acct" + sep + id; r.Stream(id) != want {
+					t.Fatalf("Stream(%q) = %q, want %q", id, r.Stream(id), want)
+				}
+				mustExecute(t, r, id, deposit(1))
+				if got := s.Category(r.Stream(id)); got != "acct" {
+					t.Fatalf("the category of %q is %q, want acct", r.Stream(id), got)
+				}
+			}
+			var got []string
+			for ev, err := range s.ReadAll(ctxFor(t), varve.Start, varve.Filter{Categories: []string{"acct"}}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ev.Stream)
+			}
+			want := []string{r.Stream(ids[0]), r.Stream(ids[1]), r.Stream(ids[2])}
+			if !slices.Equal(got, want) {
+				t.Fatalf("filtered read of category acct: %q, want %q", got, want)
+			}
+		})
 	}
 }
