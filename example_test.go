@@ -142,3 +142,28 @@ func ExampleStore_AppendMulti() {
 	// conflict on account-b at version 2
 	// account-a at version 2
 }
+
+func ExampleStore_Capabilities() {
+	store, err := varve.New(memory.New(), varve.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	caps := store.Capabilities()
+	fmt.Println("tags:", caps.Tags, "durable:", caps.Durable)
+	// What an application needs, and what this store lacks of it.
+	fmt.Println("missing:", caps.Missing(varve.Capabilities{Tags: true, Durable: true}))
+	// Output:
+	// tags: true durable: false
+	// missing: [Durable]
+}
+
+// A decorator finds the capability of the backend it wraps with As.
+func ExampleAs() {
+	var b varve.Backend = memory.New()
+	defer b.Close()
+	if w, ok := varve.As[varve.Watcher](b); ok {
+		fmt.Println("wakes readers:", w.Watch() != nil)
+	}
+	// Output: wakes readers: true
+}

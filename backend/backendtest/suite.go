@@ -28,6 +28,10 @@ type Factory struct {
 	// reader uses it. Nil means that New already does so, as it does for
 	// backends on a server; the suite checks that it does.
 	Reopen func(t testing.TB, b varve.Backend) varve.Backend
+	// Capabilities are those the backend declares. The suite fails when a
+	// store over the backend lacks one of them; the behaviours of a
+	// capability the backend does not declare, and lacks, are skipped.
+	Capabilities varve.Capabilities
 }
 
 // Run runs the conformance suite against the factory's backends.
@@ -36,6 +40,7 @@ func Run(t *testing.T, f Factory) {
 		name string
 		fn   func(*testing.T, Factory)
 	}{
+		{"Capabilities", testCapabilities},
 		{"AppendAndRead", testAppendAndRead},
 		{"ExpectedVersion", testExpectedVersion},
 		{"AtomicBatch", testAtomicBatch},
@@ -84,6 +89,18 @@ func Run(t *testing.T, f Factory) {
 			tc.fn(t, f)
 		})
 	}
+}
+
+// testCapabilities fails when the store lacks a capability the factory
+// declares, so that a backend that loses one fails the suite instead of
+// skipping that capability's behaviours.
+func testCapabilities(t *testing.T, f Factory) {
+	s := store(t, f)
+	have := s.Capabilities()
+	if missing := have.Missing(f.Capabilities); missing != nil {
+		t.Errorf("the backend declares capabilities %v that a store over it lacks (it has %+v)", missing, have)
+	}
+	t.Logf("%s: %+v", s.Features().Name, have)
 }
 
 // store opens a store over a new backend, closed when the test ends.

@@ -165,8 +165,17 @@ func TestConformance(t *testing.T) {
 			cfg := testConfig(url, name)
 			ours := []string{name, "KV_" + name + "_snapshots", "KV_" + name + "_checkpoints"}
 			before := countOnServer(t, js, ours...)
+			// Multi-stream appends need atomic batch publishes (2.12+); tags
+			// are not kept on NATS.
+			var major, minor int
+			if _, err := fmt.Sscanf(nc.ConnectedServerVersion(), "%d.%d", &major, &minor); err != nil {
+				t.Fatalf("server version %q: %v", nc.ConnectedServerVersion(), err)
+			}
+			caps := varve.Capabilities{Watch: true, Filter: true, MultiAppend: major > 2 || major == 2 && minor >= 12,
+				Snapshots: true, SnapshotsInCommits: true, Checkpoints: true, ListCheckpoints: true, ListStreams: true,
+				Leases: true, Durable: true}
 			t.Run("suite", func(t *testing.T) {
-				backendtest.Run(t, backendtest.Factory{New: func(tb testing.TB) varve.Backend { return open(tb, cfg) }})
+				backendtest.Run(t, backendtest.Factory{New: func(tb testing.TB) varve.Backend { return open(tb, cfg) }, Capabilities: caps})
 			})
 			during := countOnServer(t, js, ours...)
 			for _, s := range ours {

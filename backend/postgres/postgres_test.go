@@ -111,7 +111,9 @@ func open(t testing.TB, cfg postgres.Config) *postgres.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
-		return open(t, config(t, testSchema))
-	}})
+	backendtest.Run(t, backendtest.Factory{
+		New: func(t testing.TB) varve.Backend { return open(t, config(t, testSchema)) },
+		Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
+			Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: true},
+	})
 }

@@ -1,0 +1,77 @@
+package varve
+
+import "reflect"
+
+// Capabilities are the plain facts of what a store can do beyond the core
+// of every backend (appends, reads of streams and of $all, stream
+// lifecycle). [Store.Capabilities] reports them, each found on the backend
+// or down its [Unwrapper] chain. Where a capability is absent its facade
+// fails with [ErrNotSupported]; filtered reads, which the Store serves
+// itself where the backend cannot, are the exception.
+type Capabilities struct {
+	// Watch: [Store.Watch] wakes readers when events may have been
+	// committed; without it a reader polls.
+	Watch bool
+	// Filter: filtered reads of $all are served by the backend's indexes
+	// ([FilteredReader]) rather than by the Store filtering pages.
+	Filter bool
+	// Tags: events carry tags, and [Store.AppendIf] and [Store.ReadQuery]
+	// work ([TagStore], dynamic consistency boundaries).
+	Tags bool
+	// MultiAppend: [Store.AppendMulti] appends to several streams at once.
+	MultiAppend bool
+	// Snapshots: [Store.Snapshots] keeps a snapshot per stream.
+	Snapshots bool
+	// SnapshotsInCommits: snapshots ride in the commit that reaches their
+	// version ([CommitSnapshotStore], [Snapshots.Append]).
+	SnapshotsInCommits bool
+	// Checkpoints: [Store.Checkpoints] keeps named positions.
+	Checkpoints bool
+	// ListCheckpoints: [Checkpoints.List] lists them.
+	ListCheckpoints bool
+	// ListStreams: [Streams.List] lists the streams.
+	ListStreams bool
+	// Leases: [Store.Leases] hands out leases with fenced checkpoint saves.
+	Leases bool
+	// Durable: an acknowledged append, and a saved checkpoint, survive a
+	// crash of the process ([Features.Durable]).
+	Durable bool
+}
+
+// Capabilities returns what the store can do.
+func (s *Store) Capabilities() Capabilities {
+	return Capabilities{
+		Watch:              s.watcher != nil,
+		Filter:             s.filtered != nil,
+		Tags:               s.tags != nil,
+		MultiAppend:        s.multi != nil,
+		Snapshots:          s.snaps != nil,
+		SnapshotsInCommits: s.inline != nil,
+		Checkpoints:        s.cps != nil,
+		ListCheckpoints:    s.Checkpoints().lister() != nil,
+		ListStreams:        s.Streams().b != nil,
+		Leases:             s.leases != nil,
+		Durable:            s.b.Features().Durable,
+	}
+}
+
+// Missing returns the names of the capabilities that want has and c lacks,
+// in the order of the fields; nil when c has them all.
+func (c Capabilities) Missing(want Capabilities) []string {
+	have, w := reflect.ValueOf(c), reflect.ValueOf(want)
+	var out []string
+	for i := range w.NumField() {
+		if w.Field(i).Bool() && !have.Field(i).Bool() {
+			out = append(out, w.Type().Field(i).Name)
+		}
+	}
+	return out
+}
+
+// As finds the first of b and the backends it wraps (down [Unwrapper]
+// chains) that implements T, as errors.As does for errors: a decorator
+// uses it to reach the capability of the backend it wraps.
+func As[T any](b Backend) (T, bool) {
+	c, depth := capabilityAt[T](b)
+	return c, depth >= 0
+}
