@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +18,10 @@ import (
 type Definition[T any] struct {
 	// Category names the kind; the stream of aggregate id is Category, the
 	// store's [varve.Config.CategorySeparator] and id ("order-42"), so that
-	// a filter on the category reads every aggregate of the kind. It may
-	// not hold the separator.
+	// a filter on the category reads every aggregate of the kind. A
+	// category that holds the separator ("tenant1-order") puts the streams
+	// in the store's category before it ("tenant1"): read them with a
+	// StreamPrefixes filter of Category and the separator.
 	Category string
 	// New returns the state of an aggregate with no events; nil means the
 	// zero T. States read from snapshots (and, without Clone, from the
@@ -110,9 +111,6 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 		return nil, fmt.Errorf("aggregate: new repository: nil store: %w", varve.ErrInvalidArgument)
 	case def.Category == "":
 		return nil, fmt.Errorf("aggregate: new repository: empty category: %w", varve.ErrInvalidArgument)
-	case strings.Contains(def.Category, store.Config().CategorySeparator):
-		return nil, fmt.Errorf("aggregate: new repository %q: the category holds the store's category separator %q, so its streams would fall in category %q: %w",
-			def.Category, store.Config().CategorySeparator, store.Category(def.Category), varve.ErrInvalidArgument)
 	case def.Apply == nil || def.Events == nil:
 		return nil, fmt.Errorf("aggregate: new repository %q: Apply and Events are required: %w", def.Category, varve.ErrInvalidArgument)
 	case cfg.SnapshotEvery < 0 || cfg.CacheSize < 0 || cfg.MaxAttempts < 0:
