@@ -77,7 +77,9 @@ func TestCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := fmt.Fprintf(log, "S %d\n", uint64(s.Flushed())); err != nil {
+	// The line starts with a newline: the kill of the previous run may have
+	// left its last line without one, which would swallow this one.
+	if _, err := fmt.Fprintf(log, "\nS %d\n", uint64(s.Flushed())); err != nil {
 		t.Fatal(err)
 	}
 	scfg := pgcdc.StoreConfig{Layout: pgcdc.PerTable, Namespace: cfg.Slot}
@@ -217,6 +219,9 @@ func TestCrash(t *testing.T) {
 	// The runs: per-key order within each, duplicates only after the
 	// confirmed flush LSN the run started from.
 	runs, dups, deliveries := checkCrashLog(t, cfg.Log)
+	if runs != *crashKills+1 {
+		t.Errorf("the log holds the start of %d runs, want %d (killed ones and the last)", runs, *crashKills+1)
+	}
 	t.Logf("%d kills, %d runs, %d rows committed, %d transactions received, %d received again (all after their run's start LSN), in %v",
 		*crashKills, runs, rows, deliveries, dups, time.Since(began).Round(time.Millisecond))
 }
