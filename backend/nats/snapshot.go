@@ -9,8 +9,8 @@ import (
 )
 
 // AppendWithSnapshot implements varve.CommitSnapshotStore: the snapshot is
-// a section of the commit message, after the events (see the package
-// documentation), so it costs the append bytes, not a request.
+// a section of the commit message, after the events (its format is in
+// docs/backends/nats.md), so it costs the append bytes, not a request.
 func (b *Backend) AppendWithSnapshot(ctx context.Context, req varve.AppendRequest, snap varve.Snapshot) (varve.AppendResult, error) {
 	if req.Expected < 0 || snap.Version != varve.Version(req.Expected)+varve.Version(len(req.Events)) {
 		return varve.AppendResult{}, fmt.Errorf("nats: snapshot at version %d for an append expecting %v of %d events: %w",
