@@ -110,13 +110,13 @@
 //
 // Leases (varve.LeaseStore) are entries of the checkpoint bucket, changed by
 // compare-and-set; expiry is judged by the clock of the process that acquires.
-// A lease fences at most 64 checkpoints (one more is
-// varve.ErrInvalidArgument). A fenced save with an older token that starts
-// after a newer Acquire returned is refused with varve.ErrLeaseLost; one in
-// flight during that Acquire lands before it returns or not at all. This holds
-// on every server version. A checkpoint saved without the lease
-// (varve.Checkpoints.Save) drops its stored token: do not mix both on one
-// name.
+// A lease fences at most 64 checkpoints (one more is varve.ErrInvalidArgument;
+// names are never removed from its list). A fenced save with an older token
+// that starts after a newer Acquire returned is refused with
+// varve.ErrLeaseLost; one in flight during that Acquire lands before it
+// returns or not at all. This holds on every server version. A checkpoint
+// saved without the lease (varve.Checkpoints.Save) drops its stored token: do
+// not mix both on one name.
 //
 // # Durability, replicas and failures
 //
@@ -142,9 +142,9 @@
 // Config.RequestTimeout per request when the context has no deadline. While
 // the connection is down calls fail at once with [ErrUnreachable]; a call
 // waiting when it goes down fails within 0.1 s. Close makes every call in
-// flight return varve.ErrClosed, also when Config.Conn is the caller's. Errors
-// begin "nats: " and never name the stream (the Store adds it) nor the URL (it
-// may hold credentials).
+// flight return varve.ErrClosed, also when Config.Conn is the caller's. Its
+// errors say "nats: " and what failed, never the stream (the Store adds it)
+// nor the URL (it may hold credentials).
 //
 // # Concurrency
 //

@@ -34,12 +34,14 @@
 // runs an inline projection. Appends to different streams never wait for each
 // other and share PostgreSQL's group commit; appends to one stream are ordered
 // by a compare-and-set on the stream's row, and a writer that loses the race
-// runs again. An append whose first event id is stored in the stream is an
-// idempotent retry and returns the original result; any other stored id in an
-// append is varve.ErrDuplicateEvent (Features.UniqueEventIDs). A wrong
-// expected version is a [varve.WrongExpectedVersionError]; a tombstoned stream
-// gives varve.ErrStreamDeleted. An append is acknowledged once its transaction
-// has committed: it is as durable as the server makes a commit
+// runs again. An append whose first event id is stored in the stream is a
+// retry, which returns the original result if its ids are the stored events'
+// from that one on, one for one, and fails with varve.ErrDuplicateEvent
+// otherwise; any other stored id fails the append with ErrDuplicateEvent
+// (Features.UniqueEventIDs). A wrong expected version is a
+// [varve.WrongExpectedVersionError]; a tombstoned stream gives
+// varve.ErrStreamDeleted. An append is acknowledged once its transaction has
+// committed: it is as durable as the server makes a commit
 // (synchronous_commit, fsync, replication).
 //
 // Delete and Truncate wait for an append in flight on the stream; deleted and

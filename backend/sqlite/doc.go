@@ -19,8 +19,10 @@
 // anything is written to it. [varve.Position] is {Seq: the event row's INTEGER
 // PRIMARY KEY} (Commit is 0). Positions are never reused, also after deletions
 // and across restarts. Every event id of an append is checked against its
-// stream: an append whose first id is stored is an idempotent retry, any other
-// stored id is varve.ErrDuplicateEvent (Features.UniqueEventIDs).
+// stream (Features.UniqueEventIDs): an append whose first id is stored is a
+// retry, which returns the original result if its ids are the stored events'
+// from that one on, one for one, and fails with varve.ErrDuplicateEvent
+// otherwise; any other stored id fails the append with ErrDuplicateEvent.
 //
 // # Concurrency and consistency
 //
