@@ -1,9 +1,6 @@
 package varve
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Backend is the storage seam under a [Store]. Third parties may implement
 // it: a backend that passes the conformance suite of backend/backendtest is
@@ -131,64 +128,4 @@ type Features struct {
 	// MaxEventSize, when not 0, is the largest len(Data)+len(Metadata) the
 	// backend can store; the Store lowers its own limit to it.
 	MaxEventSize int
-}
-
-// Snapshot is a serialized aggregate state as of a stream version.
-type Snapshot struct {
-	Stream        string
-	Version       Version
-	SchemaVersion int
-	Data          []byte
-	TakenAt       time.Time
-}
-
-// SnapshotStore is the snapshot capability of a backend: the latest
-// snapshot per stream, dropped when the stream is deleted. Callers use it
-// through [Store.Snapshots], which validates, checks for Close and wraps
-// errors.
-type SnapshotStore interface {
-	// SaveSnapshot replaces the stream's snapshot.
-	SaveSnapshot(ctx context.Context, s Snapshot) error
-	// LoadSnapshot returns the stream's snapshot; ok is false if there is none.
-	LoadSnapshot(ctx context.Context, stream string) (s Snapshot, ok bool, err error)
-}
-
-// CommitSnapshotStore is the capability of a [SnapshotStore] to keep a
-// snapshot in the commit of the append whose state it is: stored
-// atomically with the events at no request of its own, and read together
-// with the events after it. The Store hands it out through
-// [Snapshots.Append] and [Snapshots.Read].
-type CommitSnapshotStore interface {
-	SnapshotStore
-	// AppendWithSnapshot is Append that keeps snap with the commit:
-	// req.Expected is an exact version, and snap.Version is that version
-	// plus the number of events. A retry of a stored append returns the
-	// original result and keeps nothing new.
-	AppendWithSnapshot(ctx context.Context, req AppendRequest, snap Snapshot) (AppendResult, error)
-	// ReadFromSnapshot returns the stream's snapshot, the one kept with its
-	// last commit or else the one LoadSnapshot returns, and appends to buf
-	// at most limit of the events after it (from the stream's first event
-	// when there is none: ok false), read together. Fewer than limit events
-	// means the end of the stream. A stream that does not exist or was
-	// deleted gives ErrStreamNotFound; a tombstoned one ErrStreamDeleted.
-	ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []RecordedEvent) (s Snapshot, ok bool, out []RecordedEvent, err error)
-}
-
-// CheckpointStore keeps named positions durably, for subscriptions. A
-// backend that implements it offers checkpoints through [Store.Checkpoints];
-// an application may also implement it to keep checkpoints elsewhere (see
-// package subscription).
-type CheckpointStore interface {
-	SaveCheckpoint(ctx context.Context, name string, pos Position) error
-	// LoadCheckpoint returns the saved position; ok is false if there is none.
-	LoadCheckpoint(ctx context.Context, name string) (pos Position, ok bool, err error)
-}
-
-// Watcher is the capability of a backend to wake up readers that follow the
-// global log; [Store.Watch] hands it out.
-type Watcher interface {
-	// Watch returns a channel that is closed once events may have been
-	// committed after the call. A wake-up may be spurious; a reader re-reads
-	// after it and falls back to polling if the backend cannot notify.
-	Watch() <-chan struct{}
 }

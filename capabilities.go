@@ -75,3 +75,37 @@ func As[T any](b Backend) (T, bool) {
 	c, depth := capabilityAt[T](b)
 	return c, depth >= 0
 }
+
+// Unwrapper is a backend that wraps another, such as a decorator that
+// traces or counts calls. The Store finds each optional capability on the
+// backend itself or, when it lacks it, on the backend that Unwrap returns,
+// and so on down: a decorator implements the capabilities it handles and
+// lets the others through, without a type per combination of them. A
+// wrapper that does not implement Unwrap hides what it does not implement.
+type Unwrapper interface {
+	Unwrap() Backend
+}
+
+// capability returns the first of b and the backends it wraps that
+// implements T, or T's zero value.
+func capability[T any](b Backend) T {
+	c, _ := capabilityAt[T](b)
+	return c
+}
+
+// capabilityAt is capability, and how many Unwraps down it found T (-1:
+// nowhere).
+func capabilityAt[T any](b Backend) (T, int) {
+	for depth := 0; b != nil; depth++ {
+		if c, ok := b.(T); ok {
+			return c, depth
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	var zero T
+	return zero, -1
+}

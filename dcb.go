@@ -149,10 +149,6 @@ type TagStore interface {
 	AppendIf(ctx context.Context, req AppendRequest, cond AppendCondition) (AppendResult, error)
 }
 
-// CanTag reports whether the backend keeps tags and serves queries and
-// conditional appends ([TagStore]).
-func (s *Store) CanTag() bool { return s.tags != nil }
-
 // AppendIf appends events to stream like [Store.Append], and fails with an
 // [*AppendConditionError] when an event that matches cond.FailIfEventsMatch
 // is in the log after cond.After. The check and the append are atomic

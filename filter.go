@@ -168,10 +168,6 @@ type FilteredReader interface {
 	ReadAllFiltered(ctx context.Context, q FilterQuery, buf []RecordedEvent) (events []RecordedEvent, through Position, err error)
 }
 
-// CanFilter reports whether the backend reads filtered pages of the global
-// log itself ([FilteredReader]); otherwise the Store filters full pages.
-func (s *Store) CanFilter() bool { return s.filtered != nil }
-
 // readFiltered reads one page of at most n events and a budget of bytes
 // bytes (0: none) of the global log after after that match f. A page that
 // is not full means that nothing else matches now; through is then the

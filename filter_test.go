@@ -135,8 +135,8 @@ func TestFilterFallback(t *testing.T) {
 	results := map[string][]string{}
 	for name, b := range backends {
 		s := newStore(t, b, varve.Config{CategorySeparator: "::", PageSize: 3})
-		if s.CanFilter() == (name == "bare") {
-			t.Fatalf("%s: CanFilter is %v", name, s.CanFilter())
+		if got := s.Capabilities().Filter; got == (name == "bare") {
+			t.Fatalf("%s: Capabilities().Filter is %v", name, got)
 		}
 		for i := range 20 {
 			st := fmt.Sprintf("%s::%d", []string{"order", "cart"}[i%2], i%5)

@@ -75,9 +75,6 @@ type Leases struct {
 // Leases returns the store's lease capability.
 func (s *Store) Leases() Leases { return Leases{s, s.leases} }
 
-// Supported reports whether the backend keeps leases.
-func (l Leases) Supported() bool { return l.b != nil }
-
 // MinLeaseTTL and MaxLeaseTTL bound the time-to-live of a lease.
 const (
 	MinLeaseTTL = 100 * time.Millisecond

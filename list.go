@@ -26,34 +26,12 @@ type StreamLister interface {
 	ListStreams(ctx context.Context, q ListQuery, buf []StreamInfo) ([]StreamInfo, error)
 }
 
-// CheckpointLister is the capability of a backend to enumerate the
-// checkpoints it keeps; callers use it through [Checkpoints.List].
-type CheckpointLister interface {
-	// ListCheckpoints appends to buf the checkpoints of q in byte order of
-	// their names. Fewer than q.Limit means there are no more.
-	ListCheckpoints(ctx context.Context, q ListQuery, buf []NamedPosition) ([]NamedPosition, error)
-}
-
-// NamedPosition is a checkpoint: a position saved under a name.
-type NamedPosition struct {
-	Name     string
-	Position Position
-}
-
 // MaxListLimit bounds the names one list call returns.
 const MaxListLimit = 10_000
 
 // StreamPage is one page of a stream list.
 type StreamPage struct {
 	Streams []StreamInfo
-	// Next is the After of the following page; empty when this page is the
-	// last.
-	Next string
-}
-
-// CheckpointPage is one page of a checkpoint list.
-type CheckpointPage struct {
-	Checkpoints []NamedPosition
 	// Next is the After of the following page; empty when this page is the
 	// last.
 	Next string
@@ -70,9 +48,6 @@ type Streams struct {
 func (s *Store) Streams() Streams {
 	return Streams{s, capability[StreamLister](s.b)}
 }
-
-// Supported reports whether the backend can enumerate its streams.
-func (n Streams) Supported() bool { return n.b != nil }
 
 // List returns a page of the streams whose ids begin with q.Prefix and sort
 // after q.After, in byte order; q.Limit 0 means the store's page size.
@@ -106,37 +81,6 @@ func (n Streams) List(ctx context.Context, q ListQuery, system bool) (StreamPage
 			return page, nil
 		}
 	}
-}
-
-// List returns a page of the checkpoints whose names begin with q.Prefix and
-// sort after q.After, in byte order; q.Limit 0 means the store's page size.
-// It fails with [ErrNotSupported] when the backend keeps no checkpoints or
-// cannot enumerate them.
-func (c Checkpoints) List(ctx context.Context, q ListQuery) (CheckpointPage, error) {
-	l := c.lister()
-	q, err := c.s.checkList(ctx, l != nil, q)
-	if err != nil {
-		return CheckpointPage{}, fmt.Errorf("varve: list checkpoints: %w", err)
-	}
-	got, err := l.ListCheckpoints(ctx, q, nil)
-	if err != nil {
-		return CheckpointPage{}, fmt.Errorf("varve: list checkpoints: %w", c.s.closedOr(err))
-	}
-	page := CheckpointPage{Checkpoints: got}
-	if len(got) == q.Limit {
-		page.Next = got[len(got)-1].Name
-	}
-	return page, nil
-}
-
-// Listable reports whether the backend can enumerate its checkpoints.
-func (c Checkpoints) Listable() bool { return c.lister() != nil }
-
-func (c Checkpoints) lister() CheckpointLister {
-	if c.b == nil {
-		return nil
-	}
-	return capability[CheckpointLister](c.s.b)
 }
 
 func (s *Store) checkList(ctx context.Context, supported bool, q ListQuery) (ListQuery, error) {

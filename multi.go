@@ -41,12 +41,13 @@ type MultiAppendRequest struct {
 // expected version would. The first part that fails decides the error:
 // a [*WrongExpectedVersionError] naming its stream, or ErrStreamDeleted
 // or ErrDuplicateEvent wrapped in a [*StreamError] naming it.
-//
-// A backend whose support depends on what it finds when it opens (the
-// NATS backend: the server's version) also has a method CanAppendMulti()
-// bool; the Store treats one that reports false as lacking the capability.
 type MultiAppender interface {
 	AppendMulti(ctx context.Context, req MultiAppendRequest) ([]AppendResult, error)
+	// MultiAppendAvailable reports whether AppendMulti works on this
+	// backend as opened; a backend whose support depends on what it finds
+	// when it opens (NATS: the server's version) may say false, and the
+	// Store then treats it as lacking the capability.
+	MultiAppendAvailable() bool
 }
 
 // StreamError is the failure of one stream of a multi-stream append.
@@ -58,10 +59,6 @@ type StreamError struct {
 func (e *StreamError) Error() string { return fmt.Sprintf("stream %q: %v", e.Stream, e.Err) }
 
 func (e *StreamError) Unwrap() error { return e.Err }
-
-// CanAppendMulti reports whether the backend appends to several streams
-// atomically ([Store.AppendMulti]).
-func (s *Store) CanAppendMulti() bool { return s.multi != nil }
 
 // AppendMulti appends to several streams atomically, each part at its own
 // expected version, and checks the versions of streams it does not write:

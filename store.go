@@ -133,7 +133,7 @@ func New(b Backend, cfg Config) (*Store, error) {
 	s.watcher = capability[Watcher](b)
 	s.filtered = capability[FilteredReader](b)
 	s.multi = capability[MultiAppender](b)
-	if p, ok := s.multi.(interface{ CanAppendMulti() bool }); ok && !p.CanAppendMulti() {
+	if s.multi != nil && !s.multi.MultiAppendAvailable() {
 		s.multi = nil
 	}
 	s.tags = capability[TagStore](b)
@@ -143,40 +143,6 @@ func New(b Backend, cfg Config) (*Store, error) {
 		return &p
 	}
 	return s, nil
-}
-
-// Unwrapper is a backend that wraps another, such as a decorator that
-// traces or counts calls. The Store finds each optional capability on the
-// backend itself or, when it lacks it, on the backend that Unwrap returns,
-// and so on down: a decorator implements the capabilities it handles and
-// lets the others through, without a type per combination of them. A
-// wrapper that does not implement Unwrap hides what it does not implement.
-type Unwrapper interface {
-	Unwrap() Backend
-}
-
-// capability returns the first of b and the backends it wraps that
-// implements T, or T's zero value.
-func capability[T any](b Backend) T {
-	c, _ := capabilityAt[T](b)
-	return c
-}
-
-// capabilityAt is capability, and how many Unwraps down it found T (-1:
-// nowhere).
-func capabilityAt[T any](b Backend) (T, int) {
-	for depth := 0; b != nil; depth++ {
-		if c, ok := b.(T); ok {
-			return c, depth
-		}
-		u, ok := b.(Unwrapper)
-		if !ok {
-			break
-		}
-		b = u.Unwrap()
-	}
-	var zero T
-	return zero, -1
 }
 
 // Backend returns the store's backend. Applications rarely need it: the

@@ -87,10 +87,10 @@ func TestCapabilities(t *testing.T) {
 	ctx := context.Background()
 	full := newStore(t, memory.New(), varve.Config{})
 	none := newStore(t, bare{memory.New()}, varve.Config{})
-	if !full.Snapshots().Supported() || !full.Checkpoints().Supported() || !full.CanWatch() {
+	if c := full.Capabilities(); !c.Snapshots || !c.Checkpoints || !c.Watch {
 		t.Fatal("memory backend: capabilities not found")
 	}
-	if none.Snapshots().Supported() || none.Checkpoints().Supported() || none.CanWatch() || none.Watch() != nil {
+	if c := none.Capabilities(); c.Snapshots || c.Checkpoints || c.Watch || none.Watch() != nil {
 		t.Fatal("wrapped backend: capabilities found that it hides")
 	}
 	if err := none.Snapshots().Save(ctx, varve.Snapshot{Stream: "s-1"}); !errors.Is(err, varve.ErrNotSupported) {
@@ -197,11 +197,12 @@ func TestUnwrapper(t *testing.T) {
 		{"bare", bare{unwrapping{memory.New()}}, false},
 	} {
 		s := newStore(t, tc.b, varve.Config{})
-		got := []bool{s.Snapshots().Supported(), s.Checkpoints().Supported(), s.CanWatch(), s.CanFilter(),
-			s.CanAppendMulti(), s.Streams().Supported(), s.Checkpoints().Listable(), s.CanTag(), s.Leases().Supported()}
-		for i, ok := range got {
+		c := s.Capabilities()
+		got := map[string]bool{"Snapshots": c.Snapshots, "Checkpoints": c.Checkpoints, "Watch": c.Watch, "Filter": c.Filter,
+			"MultiAppend": c.MultiAppend, "ListStreams": c.ListStreams, "ListCheckpoints": c.ListCheckpoints, "Tags": c.Tags, "Leases": c.Leases}
+		for name, ok := range got {
 			if ok != tc.want {
-				t.Errorf("%s: capability %d found: %v, want %v", tc.name, i, ok, tc.want)
+				t.Errorf("%s: capability %s found: %v, want %v", tc.name, name, ok, tc.want)
 			}
 		}
 	}
@@ -213,9 +214,9 @@ type probed struct {
 	can bool
 }
 
-func (p probed) CanAppendMulti() bool { return p.can }
+func (p probed) MultiAppendAvailable() bool { return p.can }
 
-// TestMultiAppendProbe: a MultiAppender whose CanAppendMulti says no is no
+// TestMultiAppendProbe: a MultiAppender whose MultiAppendAvailable says no is no
 // capability, also under a wrapper, and the Store says ErrNotSupported.
 func TestMultiAppendProbe(t *testing.T) {
 	for _, tc := range []struct {
@@ -228,8 +229,8 @@ func TestMultiAppendProbe(t *testing.T) {
 		{"cannot, wrapped", unwrapping{probed{memory.New(), false}}, false},
 	} {
 		s := newStore(t, tc.b, varve.Config{})
-		if s.CanAppendMulti() != tc.want {
-			t.Errorf("%s: CanAppendMulti %v, want %v", tc.name, s.CanAppendMulti(), tc.want)
+		if got := s.Capabilities().MultiAppend; got != tc.want {
+			t.Errorf("%s: MultiAppend %v, want %v", tc.name, got, tc.want)
 		}
 		_, err := s.AppendMulti(context.Background(), []varve.StreamAppend{{Stream: "a", Expected: varve.Any, Events: []varve.Event{{Type: "E"}}}})
 		if tc.want && err != nil || !tc.want && !errors.Is(err, varve.ErrNotSupported) {
@@ -296,7 +297,7 @@ func TestSnapshotsInCommits(t *testing.T) {
 		{"memory", memory.New(), false},
 	} {
 		s := newStore(t, tc.b, varve.Config{})
-		if got := s.Snapshots().InCommits(); got != tc.want {
+		if got := s.Capabilities().SnapshotsInCommits; got != tc.want {
 			t.Errorf("%s: InCommits %v, want %v", tc.name, got, tc.want)
 		}
 		_, err := s.Snapshots().Append(ctx, "acct-1", varve.NoStream, varve.Snapshot{Version: 1}, varve.NewEvent("T", nil))

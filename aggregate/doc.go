@@ -38,7 +38,7 @@
 // snapshot of another schema version is ignored and the state rebuilt from
 // all events. With N = 0 the repository reads and writes no snapshots at all.
 //
-// On a store that keeps snapshots in commits ([varve.Snapshots.InCommits]:
+// On a store that keeps snapshots in commits ([varve.Capabilities] SnapshotsInCommits:
 // the NATS backend) every save of a state that encodes to at most
 // Config.SnapshotInCommitMax bytes (default 4 KiB) keeps it in the save's
 // own commit ([varve.Snapshots.Append]), which costs no request, and a load

@@ -37,7 +37,7 @@ func TestSnapshotsInCommits(t *testing.T) {
 			var suffix [4]byte
 			rand.Read(suffix[:])
 			e := &env{store: s, cat: "acct" + hex.EncodeToString(suffix[:])}
-			if !s.Snapshots().InCommits() {
+			if !s.Capabilities().SnapshotsInCommits {
 				t.Fatal("the store does not offer the backend's snapshots in commits")
 			}
 			repo := func(cfg aggregate.Config, schema int) *aggregate.Repository[Account] {

@@ -61,7 +61,7 @@ type Config struct {
 	// MaxAttempts bounds the attempts of [Repository.Execute]; default 10.
 	MaxAttempts int
 	// SnapshotInCommitMax matters on a store that keeps snapshots in commits
-	// ([varve.Snapshots.InCommits]: NATS) when SnapshotEvery is set: every
+	// ([varve.Capabilities] SnapshotsInCommits: NATS) when SnapshotEvery is set: every
 	// save whose encoded state is at most this many bytes keeps the state in
 	// its commit, which costs no request, and a load reads it and the events
 	// after it at once (on NATS one request, so a load and a save are two).
@@ -89,10 +89,13 @@ type Repository[T any] struct {
 	snaps  varve.Snapshots // used when cfg.SnapshotEvery > 0
 	// inCommit: saves keep small states in their commits (Config.SnapshotInCommitMax).
 	inCommit bool
-	cache    *otter.Cache[string, *cached[T]]
-	share    bool // T holds no references: cached states are shared by assignment
-	locks    *keyLocks
-	stats    counters
+	// readsCommits: the store keeps snapshots in commits, so a load reads a
+	// snapshot and the events after it together.
+	readsCommits bool
+	cache        *otter.Cache[string, *cached[T]]
+	share        bool // T holds no references: cached states are shared by assignment
+	locks        *keyLocks
+	stats        counters
 }
 
 // cached is an immutable cache entry: the state of an aggregate at a stored
@@ -131,11 +134,13 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 	r := &Repository[T]{store: store, def: def, cfg: cfg, prefix: def.Category + store.Config().CategorySeparator, locks: newKeyLocks(), share: !hasReferences(reflect.TypeFor[T]())}
 	if cfg.SnapshotEvery > 0 {
 		r.snaps = store.Snapshots()
-		if !r.snaps.Supported() {
+		caps := store.Capabilities()
+		if !caps.Snapshots {
 			return nil, fmt.Errorf("aggregate: new repository %q: snapshots asked for, but backend %q keeps none: %w",
 				def.Category, store.Features().Name, varve.ErrNotSupported)
 		}
-		r.inCommit = r.snaps.InCommits() && cfg.SnapshotInCommitMax > 0
+		r.readsCommits = caps.SnapshotsInCommits
+		r.inCommit = r.readsCommits && cfg.SnapshotInCommitMax > 0
 		// A snapshot goes into a commit only within the store's bound on it.
 		r.cfg.SnapshotInCommitMax = min(cfg.SnapshotInCommitMax, store.Config().MaxAppendBytes)
 	}
@@ -240,7 +245,7 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 	from, read := varve.Version(1), false
 	if r.cfg.SnapshotEvery > 0 && !o.noSnapshot {
 		var err error
-		if r.snaps.InCommits() {
+		if r.readsCommits {
 			read, err = r.readFromSnapshot(ctx, a)
 		} else {
 			var s varve.Snapshot

@@ -38,7 +38,7 @@ func (w *backend) layers() varve.Backend {
 	// A backend may have the method and find at open that it cannot serve
 	// it (NATS before 2.12): then the Store must not find it either.
 	if m := capabilityOf[varve.MultiAppender](w); m != nil {
-		if p, ok := m.(interface{ CanAppendMulti() bool }); !ok || p.CanAppendMulti() {
+		if m.MultiAppendAvailable() {
 			b = &multiLayer{Backend: b, w: w}
 		}
 	}
@@ -75,6 +75,9 @@ type multiLayer struct {
 }
 
 func (l *multiLayer) Unwrap() varve.Backend { return l.Backend }
+
+// MultiAppendAvailable is true: the layer sits only over a backend that can.
+func (l *multiLayer) MultiAppendAvailable() bool { return true }
 
 // AppendMulti traces a multi-stream append as one span and records it as
 // one append of all its events, with the streams as an attribute of the

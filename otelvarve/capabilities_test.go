@@ -50,7 +50,7 @@ func TestCapabilitySpans(t *testing.T) {
 			}
 		}
 
-		if s.CanAppendMulti() {
+		if s.Capabilities().MultiAppend {
 			_, err := s.AppendMulti(ctx, []varve.StreamAppend{
 				{Stream: "acct-1", Expected: varve.NoStream, Events: []varve.Event{varve.NewEvent("Debited", nil)}},
 				{Stream: "acct-2", Expected: varve.NoStream, Events: []varve.Event{varve.NewEvent("Credited", nil), varve.NewEvent("Noted", nil)}},
@@ -73,7 +73,7 @@ func TestCapabilitySpans(t *testing.T) {
 			t.Error("a multi-stream append span on a backend without them")
 		}
 
-		if s.CanTag() {
+		if s.Capabilities().Tags {
 			claim := varve.Query{Items: []varve.QueryItem{{Types: []string{"Claimed"}, Tags: []string{"user:ada"}}}}
 			ev := varve.NewEvent("Claimed", nil)
 			ev.Tags = []string{"user:ada"}
@@ -107,7 +107,7 @@ func TestCapabilitySpans(t *testing.T) {
 			t.Error("DCB spans on a backend without them")
 		}
 
-		if s.CanFilter() {
+		if s.Capabilities().Filter {
 			res, err := s.Append(ctx, "order-9", varve.Any, varve.NewEvent("Placed", nil))
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +148,7 @@ func TestSnapshotInCommitSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if !s.Snapshots().InCommits() {
+		if !s.Capabilities().SnapshotsInCommits {
 			t.Fatal("the wrapped store does not keep snapshots in commits")
 		}
 		if _, err := s.Snapshots().Append(ctx, "acct-1", varve.NoStream, varve.Snapshot{Version: 1, Data: []byte("{}")}, varve.NewEvent("Opened", nil)); err != nil {
@@ -186,7 +186,7 @@ func TestSnapshotInCommitSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s2.Close()
-		if s2.Snapshots().InCommits() {
+		if s2.Capabilities().SnapshotsInCommits {
 			t.Fatal("snapshots in commits offered past a wrapper that keeps snapshots itself")
 		}
 		if err := s2.Snapshots().Save(ctx, varve.Snapshot{Stream: "acct-1", Version: 1}); err != nil || len(own.snaps) != 1 {

@@ -14,8 +14,8 @@ import (
 func storeHas(s *varve.Store) uint {
 	var mask uint
 	for i, ok := range []bool{
-		s.Snapshots().Supported(), s.Checkpoints().Supported(), s.CanWatch(),
-		s.Streams().Supported(), s.Checkpoints().Listable(), s.CanFilter(), s.CanAppendMulti(), s.CanTag(), s.Leases().Supported(),
+		s.Capabilities().Snapshots, s.Capabilities().Checkpoints, s.Capabilities().Watch,
+		s.Capabilities().ListStreams, s.Capabilities().ListCheckpoints, s.Capabilities().Filter, s.Capabilities().MultiAppend, s.Capabilities().Tags, s.Capabilities().Leases,
 	} {
 		if ok {
 			mask |= 1 << i

@@ -37,7 +37,7 @@ func TestRunActive(t *testing.T) {
 			}
 			return r
 		}
-		if !s.Leases().Supported() {
+		if !s.Capabilities().Leases {
 			err := runner("a").RunActive(t.Context(), "a", time.Second)
 			if !errors.Is(err, varve.ErrNotSupported) {
 				t.Fatalf("without leases: %v", err)
@@ -102,7 +102,7 @@ func TestRunSegmented(t *testing.T) {
 			}
 			return r
 		}
-		if !s.Leases().Supported() {
+		if !s.Capabilities().Leases {
 			if err := runner().RunSegmented(t.Context(), "a", 4, time.Second); !errors.Is(err, varve.ErrNotSupported) {
 				t.Fatalf("without leases: %v", err)
 			}

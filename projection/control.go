@@ -202,7 +202,7 @@ type Info struct {
 func List(ctx context.Context, store *varve.Store) ([]string, error) {
 	seen := map[string]bool{}
 	cps := store.Checkpoints()
-	if cps.Listable() {
+	if store.Capabilities().ListCheckpoints {
 		for q := (varve.ListQuery{Prefix: "projection-"}); ; {
 			page, err := cps.List(ctx, q)
 			if err != nil {
@@ -219,7 +219,7 @@ func List(ctx context.Context, store *varve.Store) ([]string, error) {
 			q.After = page.Next
 		}
 	}
-	if streams := store.Streams(); streams.Supported() {
+	if streams := store.Streams(); store.Capabilities().ListStreams {
 		prefix := ControlStream("")
 		for q := (varve.ListQuery{Prefix: prefix}); ; {
 			page, err := streams.List(ctx, q, true)
@@ -237,7 +237,7 @@ func List(ctx context.Context, store *varve.Store) ([]string, error) {
 			}
 			q.After = page.Next
 		}
-	} else if !cps.Listable() {
+	} else if !store.Capabilities().ListCheckpoints {
 		return nil, fmt.Errorf("projection: list: %w: the backend lists neither checkpoints nor streams", varve.ErrNotSupported)
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
@@ -275,7 +275,7 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		return info, fmt.Errorf("projection %q: %w", name, err)
 	}
 	cps := store.Checkpoints()
-	if !cps.Supported() {
+	if !store.Capabilities().Checkpoints {
 		return info, fmt.Errorf("projection %q: %w: the backend keeps no checkpoints", name, varve.ErrNotSupported)
 	}
 	stream, err := store.StreamInfo(ctx, ParkedStream(name))
@@ -347,7 +347,7 @@ func versionsOf(ctx context.Context, store *varve.Store, name string, c Control)
 		seen[v] = true
 	}
 	cps := store.Checkpoints()
-	if cps.Listable() {
+	if store.Capabilities().ListCheckpoints {
 		for q := (varve.ListQuery{Prefix: "projection-" + name + "-v"}); ; {
 			page, err := cps.List(ctx, q)
 			if err != nil {

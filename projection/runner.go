@@ -194,7 +194,7 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 	}
 	cps := cfg.Checkpoints
 	if cps == nil {
-		if c := store.Checkpoints(); c.Supported() {
+		if c := store.Checkpoints(); store.Capabilities().Checkpoints {
 			cps = storeCheckpoints{c}
 		} else if p.Commit != nil {
 			return nil, fmt.Errorf("projection %q: %w: a CommitFunc needs the store's checkpoints", p.Name, varve.ErrNotSupported)

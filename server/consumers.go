@@ -49,7 +49,7 @@ type Consumer struct {
 // negative one counts none.
 func Consumers(ctx context.Context, store *varve.Store, prefix string, lagLimit int) ([]Consumer, error) {
 	seen := map[string]bool{}
-	if cps := store.Checkpoints(); cps.Listable() {
+	if cps := store.Checkpoints(); store.Capabilities().ListCheckpoints {
 		page, err := cps.List(ctx, varve.ListQuery{Prefix: prefix, Limit: MaxConsumers})
 		if err != nil {
 			return nil, err
@@ -58,7 +58,7 @@ func Consumers(ctx context.Context, store *varve.Store, prefix string, lagLimit 
 			seen[cp.Name] = true
 		}
 	}
-	if ls := store.Streams(); ls.Supported() {
+	if ls := store.Streams(); store.Capabilities().ListStreams {
 		page, err := ls.List(ctx, varve.ListQuery{Prefix: delivery.ParkedStreamPrefix + prefix, Limit: MaxConsumers}, true)
 		if err != nil {
 			return nil, err
@@ -98,7 +98,7 @@ func InspectConsumer(ctx context.Context, store *varve.Store, name string, lagLi
 func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int) (Consumer, []delivery.ParkedEvent, error) {
 	p := delivery.NewParked(store, name)
 	c := Consumer{Name: name, ParkedStream: p.Stream()}
-	if cps := store.Checkpoints(); cps.Supported() {
+	if cps := store.Checkpoints(); store.Capabilities().Checkpoints {
 		pos, ok, err := cps.Load(ctx, name)
 		if err != nil {
 			return c, nil, err

@@ -55,11 +55,11 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) error {
 		"replay":        s.cfg.Replay != nil,
 		"reports":       s.cfg.Reports != nil,
 		"capabilities": map[string]bool{
-			"list_streams":     s.store.Streams().Supported(),
-			"checkpoints":      s.store.Checkpoints().Supported(),
-			"list_checkpoints": s.store.Checkpoints().Listable(),
-			"snapshots":        s.store.Snapshots().Supported(),
-			"watch":            s.store.CanWatch(),
+			"list_streams":     s.store.Capabilities().ListStreams,
+			"checkpoints":      s.store.Capabilities().Checkpoints,
+			"list_checkpoints": s.store.Capabilities().ListCheckpoints,
+			"snapshots":        s.store.Capabilities().Snapshots,
+			"watch":            s.store.Capabilities().Watch,
 		},
 		"limits": map[string]any{
 			"max_body_bytes":    s.cfg.MaxBodyBytes,

@@ -66,7 +66,7 @@ func Active(ctx context.Context, store *varve.Store, cfg Config, holder string, 
 // of work otherwise. [Active] is Hold over a subscription; package
 // projection runs a projection's runner with it.
 func Hold(ctx context.Context, store *varve.Store, lease, holder string, ttl time.Duration, work func(context.Context, varve.CheckpointStore) error) error {
-	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() {
+	if store == nil || !store.Capabilities().Leases || !store.Capabilities().Checkpoints {
 		return fmt.Errorf("hold lease %q: the store must keep leases and checkpoints: %w", lease, varve.ErrNotSupported)
 	}
 	leases := store.Leases()

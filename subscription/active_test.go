@@ -22,7 +22,7 @@ func TestRunActive(t *testing.T) {
 func testRunActive(t *testing.T, open opener) {
 	s := open(t, varve.Config{})
 	cfg := subscription.Config{Name: "active", Start: subscription.FromCheckpointOrBeginning, MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond}
-	if !s.Leases().Supported() {
+	if !s.Capabilities().Leases {
 		err := subscription.RunActive(t.Context(), s, cfg, "a", time.Second, nil)
 		if !errors.Is(err, varve.ErrNotSupported) {
 			t.Fatalf("without leases: %v, want ErrNotSupported", err)

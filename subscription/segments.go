@@ -71,7 +71,7 @@ func memberPrefix(lease string, count int) string {
 // keep leases and checkpoints; cfg.Checkpoints must be nil and cfg.Stream
 // empty.
 func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder string, count int, ttl time.Duration, work func(ctx context.Context, segment int, sub *Subscription) error) error {
-	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() || cfg.Checkpoints != nil {
+	if store == nil || !store.Capabilities().Leases || !store.Capabilities().Checkpoints || cfg.Checkpoints != nil {
 		return fmt.Errorf("subscription %q: segmented: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
 	}
 	if count < 1 || count > MaxSegments || cfg.Stream != "" && cfg.Stream != varve.AllStream {
@@ -109,7 +109,7 @@ func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder strin
 // with it. It returns nil when ctx ends, after stopping the work and
 // releasing the leases, and otherwise the first error of a segment's work.
 func HoldSegments(ctx context.Context, store *varve.Store, lease, holder string, count int, ttl time.Duration, work func(ctx context.Context, segment int, cps varve.CheckpointStore) error) error {
-	if store == nil || !store.Leases().Supported() || !store.Checkpoints().Supported() {
+	if store == nil || !store.Capabilities().Leases || !store.Capabilities().Checkpoints {
 		return fmt.Errorf("hold segments of %q: the store must keep leases and checkpoints: %w", lease, varve.ErrNotSupported)
 	}
 	if count < 1 || count > MaxSegments || ttl < varve.MinLeaseTTL || ttl > varve.MaxLeaseTTL {

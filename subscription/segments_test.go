@@ -93,7 +93,7 @@ func testSegmented(t *testing.T, open opener) {
 	s := open(t, varve.Config{})
 	cfg := subscription.Config{Name: "segmented", Start: subscription.FromCheckpointOrBeginning, MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
 	const count, ttl = 8, time.Second
-	if !s.Leases().Supported() {
+	if !s.Capabilities().Leases {
 		err := subscription.RunSegmented(t.Context(), s, cfg, "a", count, ttl, nil)
 		if !errors.Is(err, varve.ErrNotSupported) {
 			t.Fatalf("without leases: %v, want ErrNotSupported", err)

@@ -147,8 +147,8 @@ func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, e
 	}
 	s := &Subscription{store: store, cfg: cfg, cps: cfg.Checkpoints, durable: true}
 	if s.cps == nil {
-		if cs := store.Checkpoints(); cs.Supported() {
-			s.cps, s.durable = storeCheckpoints{cs}, cs.Durable()
+		if caps := store.Capabilities(); caps.Checkpoints {
+			s.cps, s.durable = storeCheckpoints{store.Checkpoints()}, caps.Durable
 		} else {
 			s.cps, s.durable = NewMemoryCheckpoints(), false
 		}
@@ -284,7 +284,7 @@ func (s *Subscription) Next(ctx context.Context) (Batch, error) {
 		}
 		var wake <-chan struct{}
 		wait := poll
-		if s.store.CanWatch() {
+		if s.store.Capabilities().Watch {
 			// Ask for the wake-up before reading again, so that a commit
 			// between the two reads is not missed.
 			wake = s.store.Watch()

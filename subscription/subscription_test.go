@@ -218,7 +218,7 @@ func TestLive(t *testing.T) {
 		s := open(t, varve.Config{PageSize: 4})
 		// A safety poll far longer than the test proves the wake-up.
 		maxPoll := time.Hour
-		if !s.CanWatch() {
+		if !s.Capabilities().Watch {
 			maxPoll = 20 * time.Millisecond
 		}
 		testLive(t, s, maxPoll)

@@ -61,15 +61,15 @@ func benchConsistency(b *testing.B, f Factory) {
 	// events/s and the ratios to the single append.
 	b.Run("Interleaved", func(b *testing.B) {
 		s := store(b, f)
-		if !s.CanAppendMulti() && !s.CanTag() {
+		if !s.Capabilities().MultiAppend && !s.Capabilities().Tags {
 			b.Skipf("%s has neither multi-stream appends nor DCB", s.Features().Name)
 		}
 		pfx := prefix(b)
 		ops := []func(context.Context, int) (int, error){single(s, pfx, 0), nil, nil}
-		if s.CanAppendMulti() {
+		if s.Capabilities().MultiAppend {
 			ops[1] = multi(s, pfx, 0)
 		}
-		if s.CanTag() {
+		if s.Capabilities().Tags {
 			ops[2] = dcb(s, pfx, 0)
 		}
 		var spent [3]time.Duration
@@ -110,10 +110,10 @@ func benchConsistency(b *testing.B, f Factory) {
 		can     func(s *varve.Store) bool
 	}{
 		{"Single", 1, single, func(*varve.Store) bool { return true }},
-		{"Multi2", 1, multi, (*varve.Store).CanAppendMulti},
-		{"DCB1", 1, dcb, (*varve.Store).CanTag},
+		{"Multi2", 1, multi, func(s *varve.Store) bool { return s.Capabilities().MultiAppend }},
+		{"DCB1", 1, dcb, func(s *varve.Store) bool { return s.Capabilities().Tags }},
 		{"SingleWriters8", 8, single, func(*varve.Store) bool { return true }},
-		{"DCBWriters8", 8, dcb, (*varve.Store).CanTag},
+		{"DCBWriters8", 8, dcb, func(s *varve.Store) bool { return s.Capabilities().Tags }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := store(b, f)

@@ -11,7 +11,7 @@ import (
 func testSnapshots(t *testing.T, f Factory) {
 	s := store(t, f)
 	ss := s.Snapshots()
-	if !ss.Supported() {
+	if lacks(t, f, s, varve.Capabilities{Snapshots: true}) {
 		t.Skipf("backend %q does not implement varve.SnapshotStore", s.Features().Name)
 	}
 	stream := prefix(t) + "snap"
@@ -53,7 +53,7 @@ func testSnapshots(t *testing.T, f Factory) {
 func testCheckpoints(t *testing.T, f Factory) {
 	s := store(t, f)
 	cs := s.Checkpoints()
-	if !cs.Supported() {
+	if lacks(t, f, s, varve.Capabilities{Checkpoints: true}) {
 		t.Skipf("backend %q does not implement varve.CheckpointStore", s.Features().Name)
 	}
 	name := prefix(t) + "sub"
@@ -91,7 +91,7 @@ func testCheckpoints(t *testing.T, f Factory) {
 
 func testWatch(t *testing.T, f Factory) {
 	s := store(t, f)
-	if !s.CanWatch() {
+	if lacks(t, f, s, varve.Capabilities{Watch: true}) {
 		t.Skipf("backend %q does not implement varve.Watcher", s.Features().Name)
 	}
 	ch := s.Watch()

@@ -22,7 +22,7 @@ import (
 // while writers on tags of their own never fail.
 func testDCB(t *testing.T, f Factory) {
 	s := store(t, f)
-	if !s.CanTag() {
+	if lacks(t, f, s, varve.Capabilities{Tags: true}) {
 		_, err := s.Append(ctxFor(t), prefix(t)+"a", varve.Any, varve.Event{Type: "E", Tags: []string{"t"}})
 		wantErr(t, "an event with tags without the capability", err, varve.ErrNotSupported)
 		_, err = s.AppendIf(ctxFor(t), prefix(t)+"a", varve.Any, varve.AppendCondition{}, varve.Event{Type: "E"})

@@ -131,7 +131,7 @@ func testFilteredRead(t *testing.T, f Factory) {
 			}
 		}
 	}
-	if !s.CanFilter() {
+	if lacks(t, f, s, varve.Capabilities{Filter: true}) {
 		t.Logf("%s filters pages in the Store (no varve.FilteredReader)", s.Features().Name)
 	}
 }

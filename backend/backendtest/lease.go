@@ -19,7 +19,7 @@ func testLeases(t *testing.T, f Factory) {
 	ctx := ctxFor(t)
 	pfx := prefix(t)
 	leases := s.Leases()
-	if !leases.Supported() {
+	if lacks(t, f, s, varve.Capabilities{Leases: true}) {
 		_, err := leases.Acquire(ctx, pfx+"l", "a", time.Second)
 		wantErr(t, "a lease without the capability", err, varve.ErrNotSupported)
 		_, err = leases.List(ctx, pfx)
@@ -56,7 +56,7 @@ func testLeases(t *testing.T, f Factory) {
 	if err := leases.SaveCheckpoint(ctx, pfx+"cp", varve.Position{Seq: 3}, b); err != nil {
 		t.Fatal(err)
 	}
-	if cps := s.Checkpoints(); cps.Supported() {
+	if cps := s.Checkpoints(); s.Capabilities().Checkpoints {
 		pos, ok, err := cps.Load(ctx, pfx+"cp")
 		if err != nil || !ok || pos != (varve.Position{Seq: 3}) {
 			t.Fatalf("checkpoint after fenced saves: %v %v %v, want 3", pos, ok, err)
@@ -164,7 +164,7 @@ func testLeases(t *testing.T, f Factory) {
 // data, as two processes would.
 func testLeaseFence(t *testing.T, f Factory) {
 	sa := store(t, f)
-	if !sa.Leases().Supported() || !sa.Checkpoints().Supported() {
+	if !sa.Capabilities().Leases || !sa.Capabilities().Checkpoints {
 		t.Skipf("%s keeps no leases or no checkpoints", sa.Features().Name)
 	}
 	ctx := ctxFor(t)

@@ -16,7 +16,7 @@ import (
 func testListStreams(t *testing.T, f Factory) {
 	s := store(t, f)
 	ls := s.Streams()
-	if !ls.Supported() {
+	if lacks(t, f, s, varve.Capabilities{ListStreams: true}) {
 		_, err := ls.List(ctxFor(t), varve.ListQuery{}, false)
 		wantErr(t, "list without the capability", err, varve.ErrNotSupported)
 		t.Skipf("backend %q does not implement varve.StreamLister", s.Features().Name)
@@ -151,7 +151,7 @@ func testListStreams(t *testing.T, f Factory) {
 func testListCheckpoints(t *testing.T, f Factory) {
 	s := store(t, f)
 	cs := s.Checkpoints()
-	if !cs.Listable() {
+	if lacks(t, f, s, varve.Capabilities{ListCheckpoints: true}) {
 		_, err := cs.List(ctxFor(t), varve.ListQuery{})
 		wantErr(t, "list without the capability", err, varve.ErrNotSupported)
 		t.Skipf("backend %q does not implement varve.CheckpointLister", s.Features().Name)

@@ -20,7 +20,7 @@ import (
 // disjoint streams never conflict.
 func testMultiAppend(t *testing.T, f Factory) {
 	s := store(t, f)
-	if !s.CanAppendMulti() {
+	if lacks(t, f, s, varve.Capabilities{MultiAppend: true}) {
 		_, err := s.AppendMulti(ctxFor(t), []varve.StreamAppend{{Stream: prefix(t) + "a", Expected: varve.Any, Events: events("E", 1)}})
 		wantErr(t, "multi-stream append without the capability", err, varve.ErrNotSupported)
 		t.Skipf("%s does not append to several streams atomically", s.Features().Name)

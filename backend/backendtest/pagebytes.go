@@ -31,7 +31,7 @@ func testPageBytes(t *testing.T, f Factory) {
 	u := strings.ReplaceAll(pfx, "-", "")
 	meta := []byte(`{"by":"backendtest"}`)
 	big := min(3<<19, s.Config().MaxEventSize-len(meta))
-	tags := s.CanTag()
+	tags := s.Capabilities().Tags
 	event := func(size int, tag string) varve.Event {
 		e := varve.NewEvent(u+"Sized", bytes.Repeat([]byte{byte('a' + size%26)}, size))
 		e.Metadata = meta

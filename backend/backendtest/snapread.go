@@ -58,7 +58,7 @@ func deleteAndRecreate(t *testing.T, s *varve.Store, stream string, exp varve.Ex
 func testSnapshotRead(t *testing.T, f Factory) {
 	s := store(t, f)
 	ss := s.Snapshots()
-	if !ss.Supported() {
+	if lacks(t, f, s, varve.Capabilities{Snapshots: true}) {
 		t.Skipf("backend %q does not implement varve.SnapshotStore", s.Features().Name)
 	}
 	ctx := ctxFor(t)
@@ -108,7 +108,7 @@ func testSnapshotRead(t *testing.T, f Factory) {
 
 	t.Run("snapshots in commits", func(t *testing.T) {
 		stream := pfx + "commit"
-		if !ss.InCommits() {
+		if lacks(t, f, s, varve.Capabilities{SnapshotsInCommits: true}) {
 			_, err := ss.Append(ctx, stream, varve.NoStream, snapshot(stream, 1, "{}"), events("E", 1)...)
 			wantErr(t, "append with a snapshot", err, varve.ErrNotSupported)
 			t.Skipf("backend %q keeps no snapshots in commits", s.Features().Name)

@@ -103,6 +103,17 @@ func testCapabilities(t *testing.T, f Factory) {
 	t.Logf("%s: %+v", s.Features().Name, have)
 }
 
+// lacks reports whether s lacks the capabilities of want, whose behaviours
+// the caller then skips; it fails the test when the factory declares them.
+func lacks(t *testing.T, f Factory, s *varve.Store, want varve.Capabilities) bool {
+	t.Helper()
+	missing := s.Capabilities().Missing(want)
+	if missing != nil && f.Capabilities.Missing(want) == nil {
+		t.Fatalf("the backend declares %v, which a store over it lacks", missing)
+	}
+	return missing != nil
+}
+
 // store opens a store over a new backend, closed when the test ends.
 func store(t testing.TB, f Factory) *varve.Store {
 	t.Helper()

@@ -8,6 +8,9 @@ import (
 	"github.com/varve-go/varve"
 )
 
+// MultiAppendAvailable implements varve.MultiAppender: always.
+func (b *Backend) MultiAppendAvailable() bool { return true }
+
 // AppendMulti implements varve.MultiAppender: it locks the shards of every
 // stream of the request in shard order, decides every part, and commits
 // them all under one lock of the log.

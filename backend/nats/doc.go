@@ -68,7 +68,7 @@
 // publish and per-message TTLs and adds the subject <prefix>.k where the
 // server has them (a stream of an earlier version is updated in place; the
 // settings cannot be turned off again). On servers before 2.12, or when the
-// server refuses the update, CanAppendMulti is false and AppendMulti gives
+// server refuses the update, MultiAppendAvailable is false and AppendMulti gives
 // varve.ErrNotSupported. On file storage a batch costs far more than a single
 // append.
 //

@@ -65,7 +65,7 @@ func ExampleBackend_Layout() {
 // Move money between two accounts atomically, on the condition that the
 // account's limits did not change since they were read. The servers from
 // 2.12 on have atomic batches; on older ones the store says so.
-func ExampleBackend_CanAppendMulti() {
+func ExampleBackend_MultiAppendAvailable() {
 	ctx := context.Background()
 	b, err := nats.New(ctx, nats.Config{URL: "nats://127.0.0.1:4222", Stream: "BANK", Prefix: "bank"})
 	if err != nil {
@@ -77,7 +77,7 @@ func ExampleBackend_CanAppendMulti() {
 	}
 	defer store.Close()
 
-	if !store.CanAppendMulti() {
+	if !store.Capabilities().MultiAppend {
 		fmt.Println("this server has no atomic batch publish (2.12+)")
 		return
 	}

@@ -21,11 +21,10 @@ const checkTTL = "1s"
 // too many batches in flight).
 const batchRetries = 50
 
-// CanAppendMulti reports whether the backend appends to several streams
-// atomically: the server has atomic batch publishes (2.12+) and the stream
-// allows them. varve.New treats a backend that says no as lacking
-// varve.MultiAppender.
-func (b *Backend) CanAppendMulti() bool { return b.multiErr == nil }
+// MultiAppendAvailable implements varve.MultiAppender: the backend appends
+// to several streams atomically when the server has atomic batch publishes
+// (2.12+) and the stream allows them.
+func (b *Backend) MultiAppendAvailable() bool { return b.multiErr == nil }
 
 // AppendMulti implements varve.MultiAppender with one JetStream atomic
 // batch: a message on <prefix>.k for each check (expecting the checked

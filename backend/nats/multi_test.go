@@ -33,8 +33,8 @@ func TestMultiAppendCapability(t *testing.T) {
 			cfg.legacyLayout = tc.legacy
 			s, b := mode{}.store(t, cfg)
 			ctx := ctxT(t)
-			if s.CanAppendMulti() != tc.want || b.CanAppendMulti() != tc.want {
-				t.Fatalf("CanAppendMulti: store %v, backend %v; want %v", s.CanAppendMulti(), b.CanAppendMulti(), tc.want)
+			if s.Capabilities().MultiAppend != tc.want || b.MultiAppendAvailable() != tc.want {
+				t.Fatalf("MultiAppend: store %v, backend %v; want %v", s.Capabilities().MultiAppend, b.MultiAppendAvailable(), tc.want)
 			}
 			parts := []varve.StreamAppend{
 				{Stream: "acct-1", Expected: varve.NoStream, Events: makeEvents(2, 10)},
@@ -129,9 +129,9 @@ func TestMultiAppendMigratesStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := info.CachedInfo().Config
-	if !got.AllowAtomicPublish || !got.AllowMsgTTL || !slices.Contains(got.Subjects, cfg.Prefix+".k") || !s.CanAppendMulti() {
+	if !got.AllowAtomicPublish || !got.AllowMsgTTL || !slices.Contains(got.Subjects, cfg.Prefix+".k") || !s.Capabilities().MultiAppend {
 		t.Fatalf("stream after open: atomic %v, TTLs %v, subjects %v; store can append to several streams: %v",
-			got.AllowAtomicPublish, got.AllowMsgTTL, got.Subjects, s.CanAppendMulti())
+			got.AllowAtomicPublish, got.AllowMsgTTL, got.Subjects, s.Capabilities().MultiAppend)
 	}
 	if _, err := s.AppendMulti(ctx, []varve.StreamAppend{
 		{Stream: "a-1", Expected: varve.NoStream, Events: makeEvents(1, 10)},

@@ -15,6 +15,9 @@ import (
 // several streams at once (append_multi, migration 7).
 const multiSince = 7
 
+// MultiAppendAvailable implements varve.MultiAppender: always.
+func (b *Backend) MultiAppendAvailable() bool { return true }
+
 // AppendMulti implements varve.MultiAppender with one call of the
 // schema's append_multi function, run again when another writer changed
 // one of the streams under it.

@@ -7,6 +7,9 @@ import (
 	"github.com/varve-go/varve"
 )
 
+// MultiAppendAvailable implements varve.MultiAppender: always.
+func (b *Backend) MultiAppendAvailable() bool { return true }
+
 // AppendMulti implements [varve.MultiAppender]: the writer applies every
 // part, then the checks, under a savepoint of the batch's transaction, and
 // rolls back to it when one fails.

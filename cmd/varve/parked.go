@@ -111,7 +111,7 @@ func knowsSubscription(ctx context.Context, store *varve.Store, name, parkedStre
 	} else if !errors.Is(err, varve.ErrStreamNotFound) {
 		return false, err
 	}
-	if cps := store.Checkpoints(); cps.Supported() {
+	if cps := store.Checkpoints(); store.Capabilities().Checkpoints {
 		_, ok, err := cps.Load(ctx, name)
 		return ok, err
 	}

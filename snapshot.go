@@ -4,7 +4,49 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"time"
 )
+
+// Snapshot is a serialized aggregate state as of a stream version.
+type Snapshot struct {
+	Stream        string
+	Version       Version
+	SchemaVersion int
+	Data          []byte
+	TakenAt       time.Time
+}
+
+// SnapshotStore is the snapshot capability of a backend: the latest
+// snapshot per stream, dropped when the stream is deleted. Callers use it
+// through [Store.Snapshots], which validates, checks for Close and wraps
+// errors.
+type SnapshotStore interface {
+	// SaveSnapshot replaces the stream's snapshot.
+	SaveSnapshot(ctx context.Context, s Snapshot) error
+	// LoadSnapshot returns the stream's snapshot; ok is false if there is none.
+	LoadSnapshot(ctx context.Context, stream string) (s Snapshot, ok bool, err error)
+}
+
+// CommitSnapshotStore is the capability of a [SnapshotStore] to keep a
+// snapshot in the commit of the append whose state it is: stored
+// atomically with the events at no request of its own, and read together
+// with the events after it. The Store hands it out through
+// [Snapshots.Append] and [Snapshots.Read].
+type CommitSnapshotStore interface {
+	SnapshotStore
+	// AppendWithSnapshot is Append that keeps snap with the commit:
+	// req.Expected is an exact version, and snap.Version is that version
+	// plus the number of events. A retry of a stored append returns the
+	// original result and keeps nothing new.
+	AppendWithSnapshot(ctx context.Context, req AppendRequest, snap Snapshot) (AppendResult, error)
+	// ReadFromSnapshot returns the stream's snapshot, the one kept with its
+	// last commit or else the one LoadSnapshot returns, and appends to buf
+	// at most limit of the events after it (from the stream's first event
+	// when there is none: ok false), read together. Fewer than limit events
+	// means the end of the stream. A stream that does not exist or was
+	// deleted gives ErrStreamNotFound; a tombstoned one ErrStreamDeleted.
+	ReadFromSnapshot(ctx context.Context, stream string, limit int, buf []RecordedEvent) (s Snapshot, ok bool, out []RecordedEvent, err error)
+}
 
 // Snapshots is a store's snapshot capability: the latest snapshot of each
 // stream (package aggregate keeps aggregate state there). Every method fails
@@ -17,15 +59,6 @@ type Snapshots struct {
 
 // Snapshots returns the store's snapshot capability.
 func (s *Store) Snapshots() Snapshots { return Snapshots{s, s.snaps, s.inline} }
-
-// InCommits reports whether the backend keeps snapshots in commits
-// ([CommitSnapshotStore]): [Snapshots.Append] then costs no request beyond
-// the append's, and [Snapshots.Read] reads a snapshot and the events after
-// it at once.
-func (n Snapshots) InCommits() bool { return n.c != nil }
-
-// Supported reports whether the backend keeps snapshots.
-func (n Snapshots) Supported() bool { return n.b != nil }
 
 func (n Snapshots) check(ctx context.Context, stream string) error {
 	if err := n.s.ready(ctx); err != nil {
@@ -66,7 +99,7 @@ func (n Snapshots) Load(ctx context.Context, stream string) (snap Snapshot, ok b
 // must be an exact version ([Exact], [NoStream]), snap.Version the version
 // the append reaches, and snap.Stream stream or empty; snap.Data is
 // bounded like an append's bytes (Config.MaxAppendBytes). It fails with
-// [ErrNotSupported] unless [Snapshots.InCommits].
+// [ErrNotSupported] unless the store's [Capabilities] has SnapshotsInCommits.
 func (n Snapshots) Append(ctx context.Context, stream string, expected ExpectedVersion, snap Snapshot, events ...Event) (AppendResult, error) {
 	s := n.s
 	err := s.ready(ctx)
@@ -100,7 +133,7 @@ func (n Snapshots) Append(ctx context.Context, stream string, expected ExpectedV
 // Read returns the snapshot of stream and the events after it, or all of
 // its events when it has none (ok false). The snapshot kept with the
 // stream's last commit ([Snapshots.Append]) comes first, then the one of
-// [Snapshots.Load]. When [Snapshots.InCommits], the snapshot and the first
+// [Snapshots.Load]. With SnapshotsInCommits ([Capabilities]), the snapshot and the first
 // page of events are read together, in one request where the backend can;
 // elsewhere Read is Load and then [Store.ReadStream] from the version after
 // the snapshot. [PageSize] and [PageBytes] set the pages of the events
@@ -164,78 +197,3 @@ func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) 
 	}
 	return snap, ok, events, nil
 }
-
-// Checkpoints is a store's checkpoint capability: named positions kept in the
-// store itself, so that a consumer's progress commits where its events live.
-// Every method fails with [ErrNotSupported] when the backend keeps none.
-type Checkpoints struct {
-	s *Store
-	b CheckpointStore
-}
-
-// Checkpoints returns the store's checkpoint capability.
-func (s *Store) Checkpoints() Checkpoints { return Checkpoints{s, s.cps} }
-
-// Supported reports whether the backend keeps checkpoints.
-func (c Checkpoints) Supported() bool { return c.b != nil }
-
-// Durable reports whether saved checkpoints survive a crash of the process.
-func (c Checkpoints) Durable() bool { return c.b != nil && c.s.Features().Durable }
-
-func (c Checkpoints) check(ctx context.Context, name string) error {
-	if err := c.s.ready(ctx); err != nil {
-		return err
-	}
-	if c.b == nil {
-		return ErrNotSupported
-	}
-	return CheckName(name)
-}
-
-// Save saves pos under name.
-func (c Checkpoints) Save(ctx context.Context, name string, pos Position) error {
-	err := c.check(ctx, name)
-	if err == nil {
-		err = c.b.SaveCheckpoint(ctx, name, pos)
-	}
-	if err != nil {
-		return fmt.Errorf("varve: save checkpoint %q: %w", name, err)
-	}
-	return nil
-}
-
-// Load returns the position saved under name; ok is false when there is
-// none.
-func (c Checkpoints) Load(ctx context.Context, name string) (pos Position, ok bool, err error) {
-	err = c.check(ctx, name)
-	if err == nil {
-		pos, ok, err = c.b.LoadCheckpoint(ctx, name)
-	}
-	if err != nil {
-		return Position{}, false, fmt.Errorf("varve: load checkpoint %q: %w", name, err)
-	}
-	return pos, ok, nil
-}
-
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
-
-// Watch returns a channel that is closed once events may have been
-// committed after the call, or once the store is closed. A wake-up may be
-// spurious: read again after it. Watch returns nil when the backend cannot
-// notify; a reader then polls (a nil channel never fires in a select).
-func (s *Store) Watch() <-chan struct{} {
-	if s.watcher == nil {
-		return nil
-	}
-	if s.closed.Load() {
-		return closedChan
-	}
-	return s.watcher.Watch()
-}
-
-// CanWatch reports whether [Store.Watch] wakes readers up.
-func (s *Store) CanWatch() bool { return s.watcher != nil }
