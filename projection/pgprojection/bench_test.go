@@ -6,6 +6,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/projection"
+	"github.com/varve-go/varve/projection/internal/eotest"
 	"github.com/varve-go/varve/projection/pgprojection"
 )
 
@@ -19,10 +20,10 @@ import (
 func BenchmarkProject(b *testing.B) {
 	const events, page = 2000, 100
 	s, pb := openPG(b)
-	load(b, s, 20, 10, events/200)
+	eotest.Load(b, s, 20, 10, events/200)
 	pool, schema := pb.Pool(), pb.Schema()
 	var all []varve.RecordedEvent
-	for e, err := range s.ReadAll(context.Background(), varve.Start, counted) {
+	for e, err := range s.ReadAll(context.Background(), varve.Start, eotest.Counted) {
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,7 +56,7 @@ func BenchmarkProject(b *testing.B) {
 	b.Run("projection", func(b *testing.B) {
 		for b.Loop() {
 			version++
-			p, err := pgprojection.Projection(s, projection.Projection{Name: "counts", Version: version, Filter: counted}, counts(schema, nil))
+			p, err := pgprojection.Projection(s, projection.Projection{Name: "counts", Version: version, Filter: eotest.Counted}, counts(schema, nil))
 			if err != nil {
 				b.Fatal(err)
 			}

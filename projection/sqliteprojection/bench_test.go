@@ -7,6 +7,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/projection"
+	"github.com/varve-go/varve/projection/internal/eotest"
 	"github.com/varve-go/varve/projection/sqliteprojection"
 )
 
@@ -19,9 +20,9 @@ import (
 func BenchmarkProject(b *testing.B) {
 	const events, page = 2000, 100
 	s, sb := openSQLite(b)
-	load(b, s, 20, 10, events/200)
+	eotest.Load(b, s, 20, 10, events/200)
 	var all []varve.RecordedEvent
-	for e, err := range s.ReadAll(context.Background(), varve.Start, counted) {
+	for e, err := range s.ReadAll(context.Background(), varve.Start, eotest.Counted) {
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func BenchmarkProject(b *testing.B) {
 // catchUp runs version of the counts projection until it is live and
 // returns the events it handled.
 func catchUp(b *testing.B, s *varve.Store, version, page int) int64 {
-	p, err := sqliteprojection.Projection(s, projection.Projection{Name: "counts", Version: version, Filter: counted}, counts(nil))
+	p, err := sqliteprojection.Projection(s, projection.Projection{Name: "counts", Version: version, Filter: eotest.Counted}, counts(nil))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func catchUp(b *testing.B, s *varve.Store, version, page int) int64 {
 func BenchmarkCatchUp100k(b *testing.B) {
 	const streams, appends, per = 100, 10, 100
 	s, _ := openSQLite(b)
-	load(b, s, streams, appends, per)
+	eotest.Load(b, s, streams, appends, per)
 	version := 0
 	for b.Loop() {
 		version++

@@ -1,0 +1,171 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/subscription"
+)
+
+// handle handles one batch read from the subscription, split where it
+// crosses the origin, so that Replaying is exact.
+func (r *Runner) handle(ctx context.Context, b subscription.Batch, origin varve.Position) error {
+	evs := b.Events
+	if r.cfg.LocalFilter && !r.p.Filter.IsZero() {
+		sep := r.store.Config().CategorySeparator
+		evs = slices.DeleteFunc(evs, func(e varve.RecordedEvent) bool { return !r.p.Filter.Match(&e, sep) })
+	}
+	i := 0
+	for i < len(evs) && !origin.Less(evs[i].Position) {
+		i++
+	}
+	if i > 0 && i < len(evs) {
+		if err := r.apply(ctx, Batch{Events: evs[:i], Through: evs[i-1].Position, Replaying: true}); err != nil {
+			return err
+		}
+		evs, i = evs[i:], 0
+	}
+	replay := i == len(evs) && (len(evs) > 0 || !origin.Less(b.Through))
+	return r.apply(ctx, Batch{Events: evs, Through: b.Through, Replaying: replay})
+}
+
+// apply handles a batch and moves the checkpoint to its end, retrying
+// with back-off; a batch that keeps failing is handled event by event to
+// find the poison one.
+func (r *Runner) apply(ctx context.Context, b Batch) error {
+	b.Version = r.p.Version
+	if len(b.Events) == 0 && r.p.Commit == nil {
+		if err := r.save(ctx, b.Through); err != nil {
+			return err
+		}
+		r.done(b)
+		return nil
+	}
+	err := r.attempts(ctx, b)
+	if err == nil || len(b.Events) <= 1 {
+		if err != nil && ctx.Err() == nil {
+			return r.poison(ctx, b, err)
+		}
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for i := range b.Events {
+		one := Batch{Events: b.Events[i : i+1], Through: b.Events[i].Position, Replaying: b.Replaying, Version: b.Version}
+		if i == len(b.Events)-1 {
+			one.Through = b.Through
+		}
+		if err := r.apply(ctx, one); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attempts tries b up to Attempts times; it returns the last error.
+func (r *Runner) attempts(ctx context.Context, b Batch) error {
+	var err error
+	for n := 1; ; n++ {
+		if err = r.once(ctx, b); err == nil || errors.Is(err, ErrApplied) {
+			r.done(b)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.set(func(s *Status) { s.LastError = err.Error() })
+		if n >= r.cfg.Attempts {
+			return err
+		}
+		if serr := backoff.Sleep(ctx, r.retry.Delay(n)); serr != nil {
+			return serr
+		}
+	}
+}
+
+// done records a handled batch in the status.
+func (r *Runner) done(b Batch) {
+	t := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Position = b.Through
+	r.st.Lag = lag(b.Through, r.st.Head)
+	if !b.Through.Less(r.st.Head) {
+		r.st.LagTime = 0
+	}
+	r.st.Handled += int64(len(b.Events))
+	r.rateN += int64(len(b.Events))
+	if d := t.Sub(r.rateAt); r.rateAt.IsZero() || d >= time.Second {
+		if !r.rateAt.IsZero() {
+			r.st.Rate = float64(r.rateN) / d.Seconds()
+		}
+		r.rateAt, r.rateN = t, 0
+	}
+}
+
+func (r *Runner) once(ctx context.Context, b Batch) error {
+	name := r.checkpointName()
+	if r.p.Commit != nil {
+		return r.p.Commit(ctx, name, b)
+	}
+	if len(b.Events) > 0 {
+		if err := r.p.Handle(ctx, b); err != nil {
+			return err
+		}
+	}
+	return r.save(ctx, b.Through)
+}
+
+// save saves the checkpoint of a handled batch, even when ctx has just
+// ended.
+func (r *Runner) save(ctx context.Context, pos varve.Position) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.cps.SaveCheckpoint(sctx, r.checkpointName(), pos); err != nil {
+		return fmt.Errorf("projection %q: save checkpoint: %w", r.p.Name, err)
+	}
+	return nil
+}
+
+// Parked is the data of an event parked in a [ParkedStream].
+type Parked struct {
+	Version  int            `json:"version"`
+	Stream   string         `json:"stream"`
+	EventID  string         `json:"event_id"`
+	Type     string         `json:"type"`
+	Position varve.Position `json:"position"`
+	Error    string         `json:"error"`
+	// Data is the poison event's data.
+	Data []byte `json:"data"`
+}
+
+// ParkedType is the type of the events of a parked stream. Each holds a
+// [Parked] as JSON.
+const ParkedType = "projection.parked"
+
+func (r *Runner) poison(ctx context.Context, b Batch, cause error) error {
+	e := b.Events[0]
+	if r.cfg.Poison != Park {
+		return fmt.Errorf("projection %q: %w: %s@%d (position %v): %w", r.p.Name, ErrStopped, e.Stream, e.Version, e.Position, cause)
+	}
+	data, _ := json.Marshal(Parked{Version: r.p.Version, Stream: e.Stream, EventID: e.ID.String(), Type: e.Type, Position: e.Position, Error: cause.Error(), Data: e.Data})
+	ev := varve.NewEvent(ParkedType, data)
+	if _, err := r.store.System().Append(ctx, ParkedStream(r.p.Name), varve.Any, ev); err != nil {
+		return fmt.Errorf("projection %q: park %s@%d: %w (handler: %w)", r.p.Name, e.Stream, e.Version, err, cause)
+	}
+	// The parked event is passed over: the checkpoint moves past it (on
+	// the transactional path, with an empty batch).
+	skip := Batch{Through: b.Through, Replaying: b.Replaying, Version: b.Version}
+	if err := r.attempts(ctx, skip); err != nil {
+		return err
+	}
+	r.set(func(s *Status) { s.Parked++ })
+	return nil
+}

@@ -1,0 +1,72 @@
+package projection
+
+import (
+	"time"
+
+	"github.com/varve-go/varve"
+)
+
+// Policy says what a runner does with a poison event: one whose handling
+// still fails after every retry.
+type Policy uint8
+
+const (
+	// Stop stops the projection: Run returns an error wrapping ErrStopped
+	// and the handler's error, and the state is Failed. The next Run tries
+	// the event again. It is the default.
+	Stop Policy = iota
+	// Park appends the event to the projection's parked stream
+	// ([ParkedStream]) with the error, then moves past it.
+	Park
+)
+
+// Defaults of a [Config].
+const (
+	DefaultAttempts   = 5
+	DefaultMinBackoff = 10 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// Config tunes a [Runner]. The zero Config is usable.
+type Config struct {
+	// PageSize is the most events of one batch; default the store's.
+	PageSize int
+	// Attempts is how many times a failing batch, then each of its events,
+	// is tried before the event counts as poison; default 5.
+	Attempts int
+	// MinBackoff and MaxBackoff bound the delay between attempts.
+	MinBackoff, MaxBackoff time.Duration
+	// Poison says what happens to a poison event.
+	Poison Policy
+	// Promote makes the projection's version current ([SetCurrent]) when
+	// it first reaches the head of the log, unless that version or a later
+	// one is current already: the switch-over of a rebuild.
+	Promote bool
+	// MinPoll and MaxPoll bound the polling of a live runner on backends
+	// that cannot notify (see package subscription).
+	MinPoll, MaxPoll time.Duration
+	// LocalFilter reads every event of the log and filters in the process
+	// instead of pushing the filter down to the backend's filtered reads.
+	// It is slower for a sparse filter; tests use it as the reference.
+	LocalFilter bool
+	// Checkpoints keeps the checkpoints; nil means the store's own, or
+	// process memory on a backend without them. A projection with a
+	// CommitFunc needs the store's own.
+	Checkpoints varve.CheckpointStore
+	// Segments, when more than 1, makes the runner handle only the events
+	// of the streams in segment Segment (0..Segments-1, by
+	// subscription.SegmentOf), with a checkpoint and an origin of its own;
+	// [Runner.RunSegmented] runs a runner per segment held. A segmented
+	// runner does not promote (Promote is refused) and does not rebuild in
+	// place (a rebuild request is recorded as its LastError): one Reset per
+	// segment would empty the whole read model.
+	Segment, Segments int
+	// ControlPoll is how often the runner reads the projection's control
+	// stream for the requests of [Pause], [Resume] and [Rebuild] (what
+	// `varve projections` writes); default 1s, negative to ignore them.
+	// A runner also records there a Run that failed, and its recovery.
+	ControlPoll time.Duration
+}
+
+// DefaultControlPoll is the default of [Config.ControlPoll].
+const DefaultControlPoll = time.Second
