@@ -76,10 +76,6 @@ type Config struct {
 	// separator the stream was created with, or "-" for a new stream. A
 	// separator other than the stream's fails New.
 	CategorySeparator string
-
-	// legacyLayout makes the backend create and write streams as the
-	// package did before categories (tests of the migration).
-	legacyLayout bool
 }
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
