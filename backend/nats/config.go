@@ -81,7 +81,7 @@ type Config struct {
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
 // parameters: stream, prefix, replicas, memory (true/false), dupe_window and
 // timeout (Go durations), snapshots and checkpoints (bucket names),
-// category_separator.
+// category_separator; an unknown one is varve.ErrInvalidArgument.
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
