@@ -29,7 +29,7 @@ func (b *Backend) appendOne(ctx context.Context, req varve.AppendRequest, snap *
 	if err := b.ready(ctx); err != nil {
 		return varve.AppendResult{}, err
 	}
-	if req.Category != "" && b.layout == layoutCategory && req.Category != categoryOf(req.Stream, b.sep) {
+	if req.Category != "" && req.Category != categoryOf(req.Stream, b.sep) {
 		return varve.AppendResult{}, fmt.Errorf("nats: category %q of the append is not the stream's at separator %q (the Store's CategorySeparator must be the backend's): %w",
 			req.Category, b.sep, varve.ErrInvalidArgument)
 	}

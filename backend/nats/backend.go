@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,11 +37,10 @@ type Backend struct {
 	multiErr error
 
 	layoutSubj string // "<prefix>.l": the layout marker
-	layout     byte   // layoutStreamID or layoutCategory
 	// replicated: the stream has more than one replica, so direct gets
 	// may be answered by followers that lag (see filter.go).
 	replicated bool
-	sep        string // category separator of the layout
+	sep        string // category separator, from the layout marker
 
 	maxPayload int
 	closed     atomic.Bool
@@ -155,22 +153,20 @@ func (b *Backend) streamConfig() jetstream.StreamConfig {
 }
 
 func (b *Backend) subjects() []string {
-	subjs := []string{b.allSubj, b.chPrefix + ">", b.floorSubj}
-	if !b.cfg.legacyLayout {
-		subjs = append(subjs, b.layoutSubj)
-	}
+	subjs := []string{b.allSubj, b.chPrefix + ">", b.floorSubj, b.layoutSubj}
 	if b.c.AtomicBatches() {
 		subjs = append(subjs, b.checkSubj)
 	}
 	return subjs
 }
 
-// ensureStream creates the stream, or checks an existing one and adds
-// direct gets, the headers-only republish that Watch relies on and the
-// subject of the layout marker (a stream of an earlier version lacks it).
-// On servers with atomic batch publishes (2.12+) it also allows them, and
-// per-message TTLs and the subject of the checks of multi-stream appends;
-// if the server refuses that, the backend has no multi-stream appends.
+// ensureStream creates the stream, or checks an existing one: it must have
+// the backend's subjects (a stream without the layout marker's is of the
+// old layout), direct gets and the headers-only republish that Watch
+// relies on. On servers with atomic batch publishes (2.12+) it also allows
+// them, and per-message TTLs and the subject of the checks of
+// multi-stream appends; if the server refuses that, the backend has no
+// multi-stream appends.
 func (b *Backend) ensureStream(ctx context.Context) error {
 	ctx, cancel := b.c.Bound(ctx)
 	defer cancel()
@@ -203,12 +199,12 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 	for _, subj := range have.Subjects {
 		subjects[subj] = true
 	}
-	addLayout, addCheck := false, false
+	oldLayout, addCheck := false, false
 	for _, subj := range want.Subjects {
 		switch {
 		case subjects[subj]:
 		case subj == b.layoutSubj:
-			addLayout = true
+			oldLayout = true
 		case subj == b.checkSubj:
 			addCheck = true
 		default:
@@ -216,38 +212,25 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 				b.cfg.Stream, subj, have.Subjects, varve.ErrInvalidArgument)
 		}
 	}
-	atomic := addCheck || want.AllowAtomicPublish && !have.AllowAtomicPublish || want.AllowMsgTTL && !have.AllowMsgTTL
-	basic := addLayout || !have.AllowDirect || have.RePublish == nil || *have.RePublish != *want.RePublish
-	if !basic && !atomic {
+	if oldLayout {
+		return fmt.Errorf("nats: stream %s has no subject %q: %w", b.cfg.Stream, b.layoutSubj, ErrOldLayout)
+	}
+	if !have.AllowDirect || have.RePublish == nil || *have.RePublish != *want.RePublish {
+		return fmt.Errorf("nats: stream %s exists without direct gets or the republish of %s to %s: %w",
+			b.cfg.Stream, b.allSubj, b.watchSubj, varve.ErrInvalidArgument)
+	}
+	if !addCheck && (!want.AllowAtomicPublish || have.AllowAtomicPublish) && (!want.AllowMsgTTL || have.AllowMsgTTL) {
 		return nil
 	}
-	if addLayout {
-		have.Subjects = append(have.Subjects, b.layoutSubj)
+	if addCheck {
+		have.Subjects = append(have.Subjects, b.checkSubj)
 	}
-	have.AllowDirect = true
-	have.RePublish = want.RePublish
-	plain := have
-	plain.Subjects = slices.Clone(have.Subjects)
-	if atomic {
-		if addCheck {
-			have.Subjects = append(have.Subjects, b.checkSubj)
-		}
-		have.AllowAtomicPublish, have.AllowMsgTTL = true, true
-	}
+	have.AllowAtomicPublish, have.AllowMsgTTL = true, true
 	b.c.CountRequest()
-	_, err = b.js.UpdateStream(ctx, have)
-	if err != nil && atomic {
+	if _, err := b.js.UpdateStream(ctx, have); err != nil {
 		// The stream may have settings that atomic batches exclude (async
 		// persistence, say): it works on without multi-stream appends.
 		b.multiErr = fmt.Errorf("nats: stream %s refuses atomic batch publish (%w): %w", b.cfg.Stream, b.c.Err(ctx, err), varve.ErrNotSupported)
-		if !basic {
-			return nil
-		}
-		b.c.CountRequest()
-		_, err = b.js.UpdateStream(ctx, plain)
-	}
-	if err != nil {
-		return fmt.Errorf("nats: enable direct gets, republish and the layout marker on stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
 	}
 	return nil
 }

@@ -548,49 +548,6 @@ func BenchmarkFilteredCatchUp(b *testing.B) {
 	}
 }
 
-// BenchmarkAppendLayouts measures what the category layout costs an
-// append: each operation appends one event at an exact version to a
-// stream of the stream id layout (as before categories) and one to a
-// stream of the category layout, on two JetStream streams of the same
-// server, alternating which goes first. old-us and category-us are their
-// times, category/old their ratio over the run.
-func BenchmarkAppendLayouts(b *testing.B) {
-	for _, srv := range benchServers {
-		b.Run(srv.name, func(b *testing.B) {
-			legacy := testConfig(srv.url(b), uniqueName("benchold"))
-			legacy.legacyLayout = true
-			old, _ := mode{}.store(b, legacy)
-			cat, _ := benchBackend(b, srv.url(b))
-			ctx := context.Background()
-			var vOld, vCat varve.Version
-			var dOld, dCat time.Duration
-			one := func(s *varve.Store, v *varve.Version) time.Duration {
-				start := time.Now()
-				res, err := s.Append(ctx, "order-42", varve.Exact(*v), benchEvent()...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				*v = res.LastVersion
-				return time.Since(start)
-			}
-			i := 0
-			for b.Loop() {
-				if i%2 == 0 {
-					dOld += one(old, &vOld)
-					dCat += one(cat, &vCat)
-				} else {
-					dCat += one(cat, &vCat)
-					dOld += one(old, &vOld)
-				}
-				i++
-			}
-			b.ReportMetric(float64(dOld.Microseconds())/float64(b.N), "old-us/op")
-			b.ReportMetric(float64(dCat.Microseconds())/float64(b.N), "category-us/op")
-			b.ReportMetric(float64(dCat)/float64(dOld), "category/old")
-		})
-	}
-}
-
 // BenchmarkPublishBatch measures what an atomic batch costs the in-process
 // server against a single publish, on file and memory storage: a batch of
 // 1 and of 2 messages of 200 bytes. On file storage an R1 stream stages

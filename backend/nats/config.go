@@ -76,16 +76,12 @@ type Config struct {
 	// separator the stream was created with, or "-" for a new stream. A
 	// separator other than the stream's fails New.
 	CategorySeparator string
-
-	// legacyLayout makes the backend create and write streams as the
-	// package did before categories (tests of the migration).
-	legacyLayout bool
 }
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
 // parameters: stream, prefix, replicas, memory (true/false), dupe_window and
 // timeout (Go durations), snapshots and checkpoints (bucket names),
-// category_separator.
+// category_separator; an unknown one is varve.ErrInvalidArgument.
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {

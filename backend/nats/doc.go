@@ -4,10 +4,7 @@
 // (tested: 2.9.10, 2.15). This is the contract; design, history and figures
 // are in docs/backends/nats.md.
 //
-// Open it with [New] and a [Config], or from a URL with [ParseURL]
-// (parameters: stream, prefix, replicas, memory, dupe_window, timeout,
-// snapshots, checkpoints, category_separator; an unknown one is
-// varve.ErrInvalidArgument):
+// Open it with [New] and a [Config], or from a URL with [ParseURL]:
 //
 //	nats://127.0.0.1:4222?stream=ORDERS&prefix=orders
 //
@@ -18,21 +15,17 @@
 // the stream id is <category><separator><rest> (Config.CategorySeparator,
 // default "-", which must equal the Store's), each part escaped so that the
 // mapping is injective for a given separator. Snapshots and checkpoints live
-// in two key-value buckets. A stream keeps the separator it was created with:
-// New fails with varve.ErrInvalidArgument for another one, and so does an
-// append whose varve.AppendRequest.Category is not the stream id's category at
-// that separator. Streams written by versions before categories were part of
-// subjects keep their one-token subjects and are read and written as before;
-// on them ReadAllFiltered returns varve.ErrNotSupported (the Store then
-// filters $all itself). A process of such a version must not write to a stream
-// a newer one has marked with the category layout.
+// in two key-value buckets. A stream keeps the separator it was created with
+// ([Backend.CategorySeparator]): New fails with varve.ErrInvalidArgument for
+// another one, and so does an append whose varve.AppendRequest.Category is not
+// the stream id's category at that separator. A stream written by a version
+// before categories were part of subjects (<prefix>.e.<id>) fails New with
+// [ErrOldLayout] (a varve.ErrNotSupported); no event of it is read or written.
 //
 // # Appends and positions
 //
-// A commit is one message (or, above the server's max_payload, chunk messages
-// and then one commit message that lists them): readers see a commit whole or
-// not at all. Optimistic concurrency is checked by the server
-// (Nats-Expected-Last-Subject-Sequence); a failed expectation is a
+// Readers see a commit whole or not at all, at any size. Optimistic
+// concurrency is checked by the server; a failed expectation is a
 // [varve.WrongExpectedVersionError] with the actual version. Every event id of
 // an append is checked against the stream (Features.UniqueEventIDs): an append
 // whose first id is stored is a retry, which returns the original result if
@@ -78,7 +71,8 @@
 // reader of $all holds one consumer between pages (a filtered one, one per
 // category, at most 8); the backend keeps at most 16 readers' consumers,
 // releases each after 5 s without a page and all on Close, and the server
-// deletes a dead process's after 30 s.
+// deletes a dead process's after 30 s. [Backend.Watch] (varve.Store.Watch)
+// wakes readers after every commit stored in the stream, by any process.
 //
 // A page of $all follows its start position with no stored event left out, in
 // position order, and no later commit can fill a gap in it. Events of streams
@@ -90,10 +84,6 @@
 // Limit events. On a replicated stream replicas answer the backend's direct
 // gets: a read right after an acknowledged append may not see it yet (no
 // read-your-writes on R3), and a page never has a gap.
-//
-// [Backend.Watch] (varve.Store.Watch) wakes readers after every commit stored
-// in the stream, by any process: the stream republishes the headers of each
-// stored message, and the first Watch subscribes to them.
 //
 // # Delete, truncate, tombstone
 //

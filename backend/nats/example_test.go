@@ -38,7 +38,7 @@ func Example() {
 // Catch up on one category: the backend reads only the subjects of the
 // category's streams (<prefix>.e.order.*), and each page's Through moves
 // the checkpoint on past events of other categories.
-func ExampleBackend_Layout() {
+func ExampleBackend_ReadAllFiltered() {
 	ctx := context.Background()
 	b, err := nats.New(ctx, nats.Config{URL: "nats://127.0.0.1:4222", Stream: "ORDERS", Prefix: "orders"})
 	if err != nil {
@@ -50,11 +50,7 @@ func ExampleBackend_Layout() {
 	}
 	defer store.Close()
 
-	if categories, sep := b.Layout(); !categories {
-		fmt.Println("an old stream: the Store filters $all itself")
-	} else {
-		fmt.Printf("categories end at %q\n", sep)
-	}
+	fmt.Printf("categories end at %q\n", b.CategorySeparator())
 	page, err := store.ReadAllPage(ctx, varve.Start, nil, varve.Filter{Categories: []string{"order"}}, varve.Limit(100))
 	if err != nil {
 		log.Fatal(err)

@@ -16,13 +16,11 @@ import (
 // each commit.
 const maxMerged = 8
 
-// ReadAllFiltered implements varve.FilteredReader. In the category layout
-// a filter of categories reads the subjects <prefix>.e.<category>.* (one
-// cursor per category, merged by sequence), any other filter the whole of
-// $all; event types and stream prefixes are checked on each commit, before
-// its events are decoded where the subject decides. A stream in the stream
-// id layout has no category in its subjects: the call returns
-// varve.ErrNotSupported and the Store filters $all itself.
+// ReadAllFiltered implements varve.FilteredReader. A filter of categories
+// reads the subjects <prefix>.e.<category>.* (one cursor per category,
+// merged by sequence), any other filter the whole of $all; event types and
+// stream prefixes are checked on each commit, before its events are
+// decoded where the subject decides.
 //
 // Through: before the page is read, the backend gets the last message of
 // $all, L. Every message up to L was stored before the cursors ask the
@@ -39,9 +37,6 @@ const maxMerged = 8
 func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
 	if err := b.ready(ctx); err != nil {
 		return buf, q.After, err
-	}
-	if b.layout != layoutCategory {
-		return buf, q.After, varve.ErrNotSupported
 	}
 	if q.Limit <= 0 {
 		return buf, q.After, nil

@@ -1,10 +1,15 @@
 package nats
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/varve-go/varve"
 )
@@ -16,7 +21,7 @@ func TestSubjectLayout(t *testing.T) {
 	ids := []string{"order-42", "order", "order-", "-", "-42", "--", "a-b-c", "a.b-c.d", "=", "=-=", "x y/z-ü", "\xff-\x00", "order::1", "::", "a::b::c", "::x"}
 	for _, sep := range []string{"-", "::"} {
 		t.Run(sep, func(t *testing.T) {
-			b := &Backend{evPrefix: "p.e.", layout: layoutCategory, sep: sep}
+			b := &Backend{evPrefix: "p.e.", sep: sep}
 			seen := map[string]string{}
 			for _, id := range ids {
 				subj := b.subject(id)
@@ -45,18 +50,10 @@ func TestSubjectLayout(t *testing.T) {
 			}
 		})
 	}
-	// The stream id layout, which old streams keep: one token, also
-	// decoded by a backend of the category layout.
-	old := &Backend{evPrefix: "p.e.", layout: layoutStreamID, sep: "-"}
-	cat := &Backend{evPrefix: "p.e.", layout: layoutCategory, sep: "-"}
-	for _, id := range ids {
-		subj := old.subject(id)
-		if strings.Contains(strings.TrimPrefix(subj, "p.e."), ".") {
-			t.Fatalf("%q: old layout subject %q", id, subj)
-		}
-		if got, _, err := cat.streamOf(subj); err != nil || got != id {
-			t.Errorf("old layout %q -> %q -> %q %v", id, subj, got, err)
-		}
+	// A subject of the old layout, one token, is no stream's.
+	b := &Backend{evPrefix: "p.e.", sep: "-"}
+	if got, _, err := b.streamOf("p.e." + encodeID("order-42")); !errors.Is(err, errBadToken) {
+		t.Errorf("one-token subject decoded as %q, %v", got, err)
 	}
 }
 
@@ -69,7 +66,7 @@ func FuzzSubjectLayout(f *testing.F) {
 		if id == "" || checkSeparator(sep) != nil {
 			return
 		}
-		b := &Backend{evPrefix: "p.e.", layout: layoutCategory, sep: sep}
+		b := &Backend{evPrefix: "p.e.", sep: sep}
 		subj := b.subject(id)
 		if got, _, err := b.streamOf(subj); err != nil || got != id {
 			t.Fatalf("%q (sep %q) -> %q -> %q %v", id, sep, subj, got, err)
@@ -87,8 +84,8 @@ func TestFilteredReadPushdown(t *testing.T) {
 	forModes(t, func(t *testing.T, m mode) {
 		cfg := testConfig(m.url, uniqueName("fpush"))
 		s, b := m.store(t, cfg)
-		if cats, sep := b.Layout(); !cats || sep != "-" {
-			t.Fatalf("a new stream has layout categories=%v separator %q", cats, sep)
+		if sep := b.CategorySeparator(); sep != "-" {
+			t.Fatalf("a new stream has separator %q", sep)
 		}
 		ctx := ctxT(t)
 		commits := map[string]int{}
@@ -179,66 +176,125 @@ func describeEvents(t *testing.T, s *varve.Store, f varve.Filter, reference bool
 	}
 }
 
-// TestOldLayout opens streams written before categories were part of the
-// subjects: the backend keeps their layout (it writes and reads the same
-// subjects as the writer before it), refuses filtered pushdown with
-// varve.ErrNotSupported, and the Store's filtered reads still return
-// every matching event. An old stream without events gets the category
-// layout; a separator other than the stream's fails.
-func TestOldLayout(t *testing.T) {
+// TestCategorySeparator: a stream keeps the separator it was created
+// with. A backend opened without one takes the stream's, one opened with
+// another fails, and so does an append whose category is not the stream
+// id's at the stream's separator.
+func TestCategorySeparator(t *testing.T) {
 	forModes(t, func(t *testing.T, m mode) {
 		ctx := ctxT(t)
-		cfg := testConfig(m.url, uniqueName("oldlay"))
-		legacy := cfg
-		legacy.legacyLayout = true
-		old, oldB := m.store(t, legacy)
-		for i := range 20 {
-			if _, err := old.Append(ctx, fmt.Sprintf("c%d-%d", i%2, i%5), varve.Any, makeEvents(1, 10)...); err != nil {
-				t.Fatal(err)
+		for _, sep := range []string{"", "::"} {
+			cfg := testConfig(m.url, uniqueName("sep"))
+			cfg.CategorySeparator = sep
+			m.open(t, cfg)
+			want := cmp.Or(sep, varve.DefaultCategorySeparator)
+			cfg.CategorySeparator = ""
+			b := m.open(t, cfg)
+			if got := b.CategorySeparator(); got != want {
+				t.Fatalf("created with %q: separator %q, want %q", sep, got, want)
+			}
+			other := cfg
+			other.CategorySeparator = "/"
+			if _, err := New(ctx, other); !errors.Is(err, varve.ErrInvalidArgument) {
+				t.Fatalf("created with %q, opened with %q: %v, want ErrInvalidArgument", sep, other.CategorySeparator, err)
+			}
+			stream := "a" + want + "b" + "::c"
+			if _, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Category: "a" + want + "b", Expected: varve.Any, Events: makeEvents(1, 10)}); !errors.Is(err, varve.ErrInvalidArgument) {
+				t.Fatalf("append to %q as category %q at separator %q: %v, want ErrInvalidArgument", stream, "a"+want+"b", want, err)
+			}
+			if _, err := b.Append(ctx, varve.AppendRequest{Stream: stream, Category: "a", Expected: varve.Any, Events: makeEvents(1, 10)}); err != nil {
+				t.Fatalf("append to %q as category %q: %v", stream, "a", err)
 			}
 		}
-		if n := subjectCount(t, oldB, oldB.evPrefix+encodeID("c0-0")); n == 0 {
-			t.Fatal("the legacy writer stored nothing on the one-token subject")
+	})
+}
+
+// TestOldLayoutRefused: a JetStream stream of the subject layout before
+// categories (one token per stream id) fails New with ErrOldLayout, which
+// is varve.ErrNotSupported, whichever way it shows: no subject for the
+// layout marker (created by a version before the marker), a marker that
+// names the old layout, or old-layout events and no marker yet. A stream
+// without direct gets (which only older versions added in place) fails
+// with varve.ErrInvalidArgument. No event subject is written.
+func TestOldLayoutRefused(t *testing.T) {
+	forModes(t, func(t *testing.T, m mode) {
+		if m.noBatch {
+			t.Skip("New makes no batched gets")
 		}
-		s, b := m.store(t, cfg)
-		if cats, _ := b.Layout(); cats {
-			t.Fatal("a stream holding old-layout events was given the category layout")
-		}
-		if _, _, err := b.ReadAllFiltered(ctx, varve.FilterQuery{Limit: 10, Filter: varve.Filter{Categories: []string{"c0"}}}, nil); !errors.Is(err, varve.ErrNotSupported) {
-			t.Fatalf("ReadAllFiltered on the old layout: %v, want ErrNotSupported", err)
-		}
-		// Both processes write on: the same subjects, the same versions.
-		if _, err := s.Append(ctx, "c0-0", varve.Exact(2), makeEvents(1, 10)...); err != nil {
+		nc, err := natsgo.Connect(m.url)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := old.Append(ctx, "c0-0", varve.Exact(2), makeEvents(1, 10)...); !errors.Is(err, varve.ErrWrongExpectedVersion) {
-			t.Fatalf("the old writer appended at a version the new one took: %v", err)
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		f := varve.Filter{Categories: []string{"c0"}}
-		got := describeEvents(t, s, f, false)
-		want := describeEvents(t, s, f, true)
-		if len(got) != 11 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("filtered read of the old layout: %d events %v, want 11 %v", len(got), got, want)
-		}
-
-		// An old stream without events is given the category layout.
-		empty := testConfig(m.url, uniqueName("oldempty"))
-		legacy = empty
-		legacy.legacyLayout = true
-		m.open(t, legacy)
-		if cats, sep := m.open(t, empty).Layout(); !cats || sep != "-" {
-			t.Fatalf("an empty old stream: layout categories=%v separator %q", cats, sep)
-		}
-
-		// The separator is the stream's.
-		other := empty
-		other.CategorySeparator = "::"
-		if _, err := New(ctx, other); !errors.Is(err, varve.ErrInvalidArgument) {
-			t.Fatalf("open with another separator: %v, want ErrInvalidArgument", err)
-		}
-		nb := m.open(t, empty)
-		if _, err := nb.Append(ctx, varve.AppendRequest{Stream: "a::b", Category: "a", Expected: varve.Any, Events: makeEvents(1, 10)}); !errors.Is(err, varve.ErrInvalidArgument) {
-			t.Fatalf("append whose category is not the stream's at the backend's separator: %v", err)
+		ctx := ctxT(t)
+		for _, tc := range []struct {
+			name     string
+			marker   []byte // nil: none
+			noL      bool   // the stream has no <prefix>.l subject
+			noDirect bool   // the stream has no direct gets
+			want     []error
+		}{
+			{"no marker subject", nil, true, false, []error{ErrOldLayout, varve.ErrNotSupported}},
+			{"old marker", []byte{layoutStreamID, '-'}, false, false, []error{ErrOldLayout, varve.ErrNotSupported}},
+			{"events, no marker", nil, false, false, []error{ErrOldLayout, varve.ErrNotSupported}},
+			{"no direct gets", []byte{layoutCategory, '-'}, false, true, []error{varve.ErrInvalidArgument}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				cfg := testConfig(m.url, uniqueName("oldlay"))
+				p := cfg.Prefix
+				subjects := []string{p + ".e.>", p + ".c.>", p + ".f"}
+				if !tc.noL {
+					subjects = append(subjects, p+".l")
+				}
+				// Memory storage: the layout does not depend on it, and the
+				// in-process server under load sometimes fails to create a
+				// file store (see open).
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+					Name: cfg.Stream, Subjects: subjects, Storage: jetstream.MemoryStorage,
+					AllowDirect: !tc.noDirect, Duplicates: DefaultDuplicateWindow,
+					RePublish: &jetstream.RePublish{Source: p + ".e.>", Destination: p + ".w.>", HeadersOnly: true},
+				}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Stream) })
+				if tc.marker != nil {
+					if _, err := js.Publish(ctx, p+".l", tc.marker); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// An event message where the old layout put stream order-1.
+				oldSubj := p + ".e." + encodeID("order-1")
+				if _, err := js.Publish(ctx, oldSubj, []byte("old commit")); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 2 { // the second New reads what the first decided
+					b, err := New(ctx, cfg)
+					if err == nil {
+						_ = b.Close()
+					}
+					for _, want := range tc.want {
+						if !errors.Is(err, want) {
+							t.Fatalf("New #%d: %v, want %v", i+1, err, tc.want)
+						}
+					}
+					t.Log(err)
+				}
+				s, err := js.Stream(ctx, cfg.Stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				info, err := s.Info(ctx, jetstream.WithSubjectFilter(p+".e.>"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := info.State.Msgs; len(info.State.Subjects) != 1 || info.State.Subjects[oldSubj] != 1 {
+					t.Fatalf("event subjects after New: %v (%d messages), want only %s", info.State.Subjects, n, oldSubj)
+				}
+			})
 		}
 	})
 }

@@ -10,21 +10,26 @@ import (
 	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
-// Subject layouts of the event subjects of a JetStream stream. A stream
-// has one layout for its whole life, named by the layout marker, the one
-// message on <prefix>.l.
+// The layout marker, the one message on <prefix>.l, holds a layout byte
+// and the stream's category separator. A stream has one layout for its
+// whole life.
 const (
-	// layoutStreamID: <prefix>.e.<id>, the layout before categories (no
-	// marker, or a marker that says 1). Filtered reads are not pushed down.
+	// layoutStreamID: <prefix>.e.<id>, the layout before categories. It
+	// is no longer read: only recognised, to refuse the stream.
 	layoutStreamID byte = 1
 	// layoutCategory: <prefix>.e.<category>.<rest>, so that a subject
 	// filter <prefix>.e.<category>.* reads one category.
 	layoutCategory byte = 2
 )
 
-// Tokens of the category layout that encodeID never writes: an empty
-// category, a stream id without the separator (the id is its category),
-// and an empty rest after the separator.
+// ErrOldLayout is in the error of New on a stream of the subject layout
+// before categories (one token per stream id, <prefix>.e.<id>), which this
+// package no longer reads or writes. It wraps varve.ErrNotSupported.
+var ErrOldLayout = fmt.Errorf("subject layout before categories (<prefix>.e.<id>, written by an earlier version of this package): %w", varve.ErrNotSupported)
+
+// Tokens that encodeID never writes: an empty category, a stream id
+// without the separator (the id is its category), and an empty rest after
+// the separator.
 const (
 	emptyToken = "="
 	noRest     = "="
@@ -48,12 +53,8 @@ func categoryToken(cat string) string {
 }
 
 // token is the part of the stream's subjects after <prefix>.e. (and
-// <prefix>.c. for chunks): one token in the stream id layout, two in the
-// category layout.
+// <prefix>.c. for chunks): two tokens, its category's and the rest's.
 func (b *Backend) token(stream string) string {
-	if b.layout != layoutCategory {
-		return encodeID(stream)
-	}
 	i := strings.Index(stream, b.sep)
 	if i < 0 {
 		return categoryToken(stream) + "." + noRest
@@ -73,8 +74,8 @@ func (b *Backend) categorySubject(cat string) string {
 	return b.evPrefix + categoryToken(cat) + ".*"
 }
 
-// streamOf decodes the stream id of an event subject, of either layout,
-// and its category token (the whole token in the stream id layout).
+// streamOf decodes the stream id of an event subject and its category
+// token.
 func (b *Backend) streamOf(subject string) (stream, catTok string, err error) {
 	tok, ok := strings.CutPrefix(subject, b.evPrefix)
 	if !ok {
@@ -82,8 +83,7 @@ func (b *Backend) streamOf(subject string) (stream, catTok string, err error) {
 	}
 	catTok, rest, two := strings.Cut(tok, ".")
 	if !two {
-		stream, err = decodeID(tok)
-		return stream, tok, err
+		return "", "", errBadToken
 	}
 	cat := ""
 	if catTok != emptyToken {
@@ -112,15 +112,11 @@ func checkSeparator(sep string) error {
 }
 
 // loadLayout reads the stream's layout marker. A stream without one was
-// written by an earlier version of this package, or was just created: it
-// gets the stream id layout if it holds event messages, the category
-// layout if not, and the first process to store the marker decides for
-// all.
+// just created, and gets the category layout; one that holds event
+// messages was written before the marker, in the old layout, and gets a
+// marker that says so. The marker is stored at expected last subject
+// sequence 0, so the first process to store it decides for all.
 func (b *Backend) loadLayout(ctx context.Context) error {
-	if b.cfg.legacyLayout {
-		b.layout, b.sep = layoutStreamID, b.cfg.CategorySeparator
-		return nil
-	}
 	for range 3 {
 		m, found, err := b.c.GetLast(ctx, b.layoutSubj)
 		if err != nil {
@@ -149,20 +145,21 @@ func (b *Backend) loadLayout(ctx context.Context) error {
 }
 
 func (b *Backend) useLayout(m jsclient.Msg) error {
-	if len(m.Data) < 2 || (m.Data[0] != layoutStreamID && m.Data[0] != layoutCategory) {
+	if len(m.Data) >= 1 && m.Data[0] == layoutStreamID {
+		return fmt.Errorf("nats: stream %s: %w", b.cfg.Stream, ErrOldLayout)
+	}
+	if len(m.Data) < 2 || m.Data[0] != layoutCategory {
 		return fmt.Errorf("nats: layout marker %q on %s: %w", m.Data, b.layoutSubj, errCorrupt)
 	}
-	b.layout, b.sep = m.Data[0], string(m.Data[1:])
-	if b.layout == layoutCategory && b.cfg.CategorySeparator != "" && b.cfg.CategorySeparator != b.sep {
+	b.sep = string(m.Data[1:])
+	if b.cfg.CategorySeparator != "" && b.cfg.CategorySeparator != b.sep {
 		return fmt.Errorf("nats: stream %s splits categories at %q, the config at %q: %w",
 			b.cfg.Stream, b.sep, b.cfg.CategorySeparator, varve.ErrInvalidArgument)
 	}
 	return nil
 }
 
-// Layout describes the subject layout of the backend's stream: whether
-// stream subjects carry the category (filtered reads of $all read only
-// the subjects of the filter's categories), and the category separator.
-func (b *Backend) Layout() (categories bool, separator string) {
-	return b.layout == layoutCategory, b.sep
-}
+// CategorySeparator is the separator at which the backend's stream splits
+// a stream id into its category (the first subject token after
+// <prefix>.e.) and the rest: the one the stream was created with.
+func (b *Backend) CategorySeparator() string { return b.sep }

@@ -51,7 +51,7 @@ func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest)
 		if i < len(req.Categories) {
 			r.Category = req.Categories[i]
 		}
-		if r.Category != "" && b.layout == layoutCategory && r.Category != categoryOf(r.Stream, b.sep) {
+		if r.Category != "" && r.Category != categoryOf(r.Stream, b.sep) {
 			return nil, fmt.Errorf("nats: category %q of stream %q is not the stream's at separator %q (the Store's CategorySeparator must be the backend's): %w",
 				r.Category, r.Stream, b.sep, varve.ErrInvalidArgument)
 		}

@@ -15,22 +15,19 @@ import (
 
 // TestMultiAppendCapability: the machine's 2.9 server has no atomic
 // batches, so the Store lacks the capability and the backend says why;
-// the in-process current server has them, in both subject layouts.
+// the in-process current server has them.
 func TestMultiAppendCapability(t *testing.T) {
 	cases := []struct {
-		name   string
-		url    func(*testing.T) string
-		legacy bool
-		want   bool
+		name string
+		url  func(*testing.T) string
+		want bool
 	}{
-		{"machine", func(t *testing.T) string { return testenv.NATSURL(t) }, false, false},
-		{"embedded", func(*testing.T) string { return embeddedURL }, false, true},
-		{"embedded-legacy-layout", func(*testing.T) string { return embeddedURL }, true, true},
+		{"machine", func(t *testing.T) string { return testenv.NATSURL(t) }, false},
+		{"embedded", func(*testing.T) string { return embeddedURL }, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(tc.url(t), uniqueName("multi"))
-			cfg.legacyLayout = tc.legacy
 			s, b := mode{}.store(t, cfg)
 			ctx := ctxT(t)
 			if s.Capabilities().MultiAppend != tc.want || b.MultiAppendAvailable() != tc.want {
