@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
-	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/subscription"
 )
 
 // Ordering is the order in which a dispatcher delivers events.
@@ -41,23 +41,6 @@ func ParseOrdering(s string) (Ordering, error) {
 	return 0, fmt.Errorf("delivery: ordering %q: want per-stream or none: %w", s, varve.ErrInvalidArgument)
 }
 
-// RetryPolicy says how often and how long a failing event is retried
-// before it is parked. The zero value gives the defaults.
-type RetryPolicy struct {
-	// MaxAttempts parks an event after this many failed attempts; default
-	// 10, negative for no limit (then set MaxAge).
-	MaxAttempts int
-	// MaxAge parks an event whose next attempt would start later than this
-	// after its first; 0 for no limit.
-	MaxAge time.Duration
-	// InitialBackoff is the delay before the second attempt; each later
-	// delay doubles, up to MaxBackoff. Defaults 100ms and 30s.
-	InitialBackoff, MaxBackoff time.Duration
-	// Jitter takes a random fraction of up to Jitter off each delay, so that
-	// retries of many events spread out; default 0.2, negative for none.
-	Jitter float64
-}
-
 // Defaults of a [Config].
 const (
 	DefaultConcurrency        = 16
@@ -85,8 +68,9 @@ type Config struct {
 	// 64 per worker, at least 1,024. Delivered events cost nothing, however
 	// far the checkpoint lags behind them.
 	Window int
-	// Retry is the retry policy.
-	Retry RetryPolicy
+	// Retry says how a failing event is retried before it is parked;
+	// defaults: 10 attempts, backoff from 100ms doubling to 30s, jitter 0.2.
+	Retry subscription.RetryPolicy
 	// AttemptTimeout bounds one delivery attempt; default 30s, negative
 	// for none. A watchdog enforces it, to within an eighth of it (at most
 	// a second), so that attempts need no timer of their own; sinks such as
@@ -114,8 +98,8 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 0 || c.Window < 0 || c.CheckpointInterval < 0 || c.ParkedPollInterval < 0 ||
-		c.DrainTimeout < 0 || c.Retry.InitialBackoff < 0 || c.Retry.MaxBackoff < 0 || c.Retry.MaxAge < 0 || c.Retry.Jitter > 1 {
-		return c, fmt.Errorf("delivery: config: %w: negative value or jitter above 1", varve.ErrInvalidArgument)
+		c.DrainTimeout < 0 {
+		return c, fmt.Errorf("delivery: config: %w: negative value", varve.ErrInvalidArgument)
 	}
 	if c.Ordering > Unordered {
 		return c, fmt.Errorf("delivery: config: %w: ordering %v", varve.ErrInvalidArgument, c.Ordering)
@@ -126,24 +110,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Window == 0 {
 		c.Window = max(1024, DefaultWindowPerWorker*c.Concurrency)
 	}
-	r := &c.Retry
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = DefaultMaxAttempts
+	r, err := c.Retry.WithDefaults(subscription.RetryPolicy{MaxAttempts: DefaultMaxAttempts,
+		InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff, Jitter: DefaultJitter})
+	if err != nil {
+		return c, fmt.Errorf("delivery: config: %w", err)
 	}
-	if r.MaxAttempts < 0 && r.MaxAge == 0 {
-		return c, fmt.Errorf("delivery: config: %w: no limit on attempts nor age", varve.ErrInvalidArgument)
-	}
-	if r.InitialBackoff == 0 {
-		r.InitialBackoff = DefaultInitialBackoff
-	}
-	if r.MaxBackoff == 0 {
-		r.MaxBackoff = DefaultMaxBackoff
-	}
-	r.MaxBackoff = max(r.MaxBackoff, r.InitialBackoff)
-	if r.Jitter == 0 {
-		r.Jitter = DefaultJitter
-	}
-	r.Jitter = max(r.Jitter, 0)
+	c.Retry = r
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = DefaultAttemptTimeout
 	}
@@ -160,9 +132,4 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
-}
-
-// backoff returns the delay after the attempt-th failed attempt.
-func (r RetryPolicy) backoff(attempt int) time.Duration {
-	return backoff.Exponential{Initial: r.InitialBackoff, Max: r.MaxBackoff, Jitter: r.Jitter}.Delay(attempt)
 }

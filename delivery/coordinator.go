@@ -217,7 +217,7 @@ func (c *coordinator) handle(r result, stopping bool) {
 	case it.park:
 		// The store failed to keep the record: try again, never drop it.
 		c.d.log.Warn("delivery: parking failed, retrying", "stream", it.ev.Stream, "version", it.ev.Version, "err", r.err)
-		c.retryAt(it, time.Now().Add(c.d.cfg.Retry.backoff(2)))
+		c.retryAt(it, time.Now().Add(c.d.cfg.Retry.Delay(2)))
 	default:
 		it.lastErr = r.err
 		if IsPermanent(r.err) {
@@ -225,12 +225,12 @@ func (c *coordinator) handle(r result, stopping bool) {
 			return
 		}
 		pol := c.d.cfg.Retry
-		delay := pol.backoff(it.attempts)
+		delay := pol.Delay(it.attempts)
 		if after := retryAfter(r.err); after > 0 {
 			delay = after
 		}
 		due := time.Now().Add(delay)
-		if pol.MaxAttempts > 0 && it.attempts >= pol.MaxAttempts || pol.MaxAge > 0 && due.Sub(it.first) > pol.MaxAge {
+		if pol.GiveUp(it.attempts, it.first, due) {
 			c.toPark(it, ReasonExhausted)
 			return
 		}

@@ -353,7 +353,7 @@ func TestCrashChild(t *testing.T) {
 	})
 	d, err := delivery.New(sub, sink, delivery.Config{
 		Concurrency: cfg.Concurrency, Window: cfg.Window, CheckpointInterval: cfg.Interval, Logger: quiet,
-		Retry: delivery.RetryPolicy{MaxAttempts: -1, MaxAge: time.Hour, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+		Retry: subscription.RetryPolicy{MaxAttempts: -1, MaxAge: time.Hour, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/delivery/internal/deliverytest"
+	"github.com/varve-go/varve/subscription"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -154,7 +155,7 @@ func testOrder(t *testing.T, open opener) {
 			}
 			r := start(t, s, "order", rec, delivery.Config{
 				Concurrency: tc.concurrency, Ordering: tc.ordering, Window: tc.window,
-				Retry: delivery.RetryPolicy{MaxAttempts: -1, MaxAge: time.Minute, InitialBackoff: 200 * time.Microsecond, MaxBackoff: 2 * time.Millisecond},
+				Retry: subscription.RetryPolicy{MaxAttempts: -1, MaxAge: time.Minute, InitialBackoff: 200 * time.Microsecond, MaxBackoff: 2 * time.Millisecond},
 			})
 			r.Wait(t, end)
 			r.Stop(t)
@@ -197,7 +198,7 @@ func testPoison(t *testing.T, open opener) {
 	latency := func(delivery.Delivery) time.Duration { return 300 * time.Microsecond }
 	cfg := delivery.Config{
 		Concurrency: 16, ParkedPollInterval: 5 * time.Millisecond, CheckpointInterval: 5 * time.Millisecond,
-		Retry: delivery.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond},
+		Retry: subscription.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond},
 	}
 	run := func(poisoned bool) (time.Duration, *recorder, *varve.Store, *deliverytest.Running, varve.Position) {
 		s := open(t, varve.Config{})
@@ -338,7 +339,7 @@ func TestFailures(t *testing.T) {
 				return tc.err(d.Attempt)
 			})
 			r := start(t, s, "failures", sink, delivery.Config{
-				Retry: delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, Jitter: -1},
+				Retry: subscription.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, Jitter: -1},
 			})
 			r.Wait(t, res.Position)
 			r.Stop(t)
@@ -445,7 +446,7 @@ func TestAttemptTimeout(t *testing.T) {
 	began := time.Now()
 	r := start(t, s, "timeout", sink, delivery.Config{
 		AttemptTimeout: 40 * time.Millisecond,
-		Retry:          delivery.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
+		Retry:          subscription.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
 	})
 	r.Wait(t, res.Position)
 	el := time.Since(began)

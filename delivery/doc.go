@@ -31,8 +31,8 @@
 //     [Unordered] mode every event is ready at once.
 //   - Workers take the oldest ready event, run one attempt (or one park) and
 //     report back. A failed attempt is retried with exponential backoff and
-//     jitter ([RetryPolicy]) until [RetryPolicy.MaxAttempts] or
-//     [RetryPolicy.MaxAge], or at once parked when the sink says the
+//     jitter ([subscription.RetryPolicy]) until its MaxAttempts or
+//     MaxAge, or at once parked when the sink says the
 //     failure is permanent ([Permanent]).
 //   - Parking writes a reference to the event to the subscription's
 //     [Parked] store, a stream of the event store itself, so it is durable

@@ -136,7 +136,7 @@ func TestWebhookDeliveryTrace(t *testing.T) {
 		sink := WrapSink(hook, tel.opts()...)
 		defer sink.Close()
 		d, sub := run(t, s, "hooks", sink, delivery.Config{Concurrency: 4,
-			Retry: delivery.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}})
+			Retry: subscription.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}})
 		reg, err := ObserveDispatcher(sub, d, tel.opts()...)
 		if err != nil {
 			t.Fatal(err)

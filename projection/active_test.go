@@ -49,8 +49,11 @@ func TestRunActive(t *testing.T) {
 		defer stopB()
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
-		wg.Go(func() { errs <- runner("a").RunActive(ctxA, "a", time.Second) })
-		wg.Go(func() { errs <- runner("b").RunActive(ctxB, "b", time.Second) })
+		// Leases of 5 s, renewed every 1.7 s: with 1 s, a holder starved for
+		// 0.7 s on a busy machine lost its lease mid-run (a fail-over, which
+		// the kill tests of package subscription cover) and both handled events.
+		wg.Go(func() { errs <- runner("a").RunActive(ctxA, "a", 5*time.Second) })
+		wg.Go(func() { errs <- runner("b").RunActive(ctxB, "b", 5*time.Second) })
 		ids := appendN(t, s, "acct", "Deposited", 30, 3)
 		waitFor(t, "30 events handled", func() bool { return rec.count() == 30 })
 		mu.Lock()

@@ -69,9 +69,11 @@ func (r *Runner) apply(ctx context.Context, b Batch) error {
 	return nil
 }
 
-// attempts tries b up to Attempts times; it returns the last error.
+// attempts tries b until it is applied or Config.Retry gives up; it
+// returns the last error.
 func (r *Runner) attempts(ctx context.Context, b Batch) error {
 	var err error
+	first := time.Now()
 	for n := 1; ; n++ {
 		if err = r.once(ctx, b); err == nil || errors.Is(err, ErrApplied) {
 			r.done(b)
@@ -81,10 +83,11 @@ func (r *Runner) attempts(ctx context.Context, b Batch) error {
 			return ctx.Err()
 		}
 		r.set(func(s *Status) { s.LastError = err.Error() })
-		if n >= r.cfg.Attempts {
+		delay := r.cfg.Retry.Delay(n)
+		if r.cfg.Retry.GiveUp(n, first, time.Now().Add(delay)) {
 			return err
 		}
-		if serr := backoff.Sleep(ctx, r.retry.Delay(n)); serr != nil {
+		if serr := backoff.Sleep(ctx, delay); serr != nil {
 			return serr
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/subscription"
 )
 
 // Policy says what a runner does with a poison event: one whose handling
@@ -22,20 +23,20 @@ const (
 
 // Defaults of a [Config].
 const (
-	DefaultAttempts   = 5
-	DefaultMinBackoff = 10 * time.Millisecond
-	DefaultMaxBackoff = 5 * time.Second
+	DefaultMaxAttempts    = 5
+	DefaultInitialBackoff = 10 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+	DefaultJitter         = 0.5
 )
 
 // Config tunes a [Runner]. The zero Config is usable.
 type Config struct {
 	// PageSize is the most events of one batch; default the store's.
 	PageSize int
-	// Attempts is how many times a failing batch, then each of its events,
-	// is tried before the event counts as poison; default 5.
-	Attempts int
-	// MinBackoff and MaxBackoff bound the delay between attempts.
-	MinBackoff, MaxBackoff time.Duration
+	// Retry says how a failing batch, then each of its events, is tried
+	// again before the event counts as poison; defaults: 5 attempts,
+	// backoff from 10ms doubling to 5s, jitter 0.5.
+	Retry subscription.RetryPolicy
 	// Poison says what happens to a poison event.
 	Poison Policy
 	// Promote makes the projection's version current ([SetCurrent]) when

@@ -16,6 +16,7 @@ import (
 	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/projection"
+	"github.com/varve-go/varve/subscription"
 )
 
 // eachBackend runs f as a parallel subtest per backend, filters pushed
@@ -204,7 +205,7 @@ func TestPoison(t *testing.T) {
 					return nil
 				}
 				r, err := projection.NewRunner(s, projection.Projection{Name: "p", Version: 1, Handle: rec.handle},
-					with(base, projection.Config{Attempts: 2, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond, Poison: tc.policy}))
+					with(base, projection.Config{Retry: subscription.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, Poison: tc.policy}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -459,7 +460,7 @@ func TestControl(t *testing.T) {
 			return p.Handle(ctx, b)
 		}
 		fcfg := cfg
-		fcfg.Attempts, fcfg.MinBackoff, fcfg.MaxBackoff = 1, time.Millisecond, time.Millisecond
+		fcfg.Retry = subscription.RetryPolicy{MaxAttempts: 1, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
 		fr, err := projection.NewRunner(s, bp, fcfg)
 		if err != nil {
 			t.Fatal(err)

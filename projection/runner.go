@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
-	"github.com/varve-go/varve/internal/backoff"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -19,7 +18,6 @@ type Runner struct {
 	p     Projection
 	cfg   Config
 	cps   varve.CheckpointStore
-	retry backoff.Exponential
 
 	mu     sync.Mutex
 	st     Status
@@ -55,18 +53,15 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	if cfg.PageSize < 0 || cfg.Attempts < 0 || cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 {
-		return nil, fmt.Errorf("projection %q: %w: negative setting", p.Name, varve.ErrInvalidArgument)
+	if cfg.PageSize < 0 {
+		return nil, fmt.Errorf("projection %q: %w: negative page size", p.Name, varve.ErrInvalidArgument)
 	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = DefaultAttempts
+	retry, err := cfg.Retry.WithDefaults(subscription.RetryPolicy{MaxAttempts: DefaultMaxAttempts,
+		InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff, Jitter: DefaultJitter})
+	if err != nil {
+		return nil, fmt.Errorf("projection %q: %w", p.Name, err)
 	}
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = DefaultMinBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = DefaultMaxBackoff
-	}
+	cfg.Retry = retry
 	if cfg.ControlPoll == 0 {
 		cfg.ControlPoll = DefaultControlPoll
 	}
@@ -83,8 +78,7 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 			cps = subscription.NewMemoryCheckpoints()
 		}
 	}
-	r := &Runner{store: store, p: p, cfg: cfg, cps: cps,
-		retry: backoff.Exponential{Initial: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}}
+	r := &Runner{store: store, p: p, cfg: cfg, cps: cps}
 	r.st = Status{Name: p.Name, Version: p.Version, Lag: -1}
 	r.live = make(chan struct{})
 	return r, nil
@@ -190,19 +184,17 @@ func (r *Runner) run(ctx context.Context) error {
 		return fmt.Errorf("projection %q: origin: %w", r.p.Name, err)
 	}
 	sc := subscription.Config{
-		Name:           r.checkpointName(),
-		Segment:        r.cfg.Segment,
-		Segments:       r.cfg.Segments,
-		Categories:     r.p.Filter.Categories,
-		EventTypes:     r.p.Filter.Types,
-		StreamPrefixes: r.p.Filter.StreamPrefixes,
-		PageSize:       r.cfg.PageSize,
-		MinPoll:        r.cfg.MinPoll,
-		MaxPoll:        r.cfg.MaxPoll,
-		Checkpoints:    r.cps,
+		Name:        r.checkpointName(),
+		Segment:     r.cfg.Segment,
+		Segments:    r.cfg.Segments,
+		Filter:      r.p.Filter,
+		PageSize:    r.cfg.PageSize,
+		MinPoll:     r.cfg.MinPoll,
+		MaxPoll:     r.cfg.MaxPoll,
+		Checkpoints: r.cps,
 	}
 	if r.cfg.LocalFilter {
-		sc.Categories, sc.EventTypes, sc.StreamPrefixes = nil, nil, nil
+		sc.Filter = varve.Filter{}
 	}
 	sub, err := subscription.Open(ctx, r.store, sc)
 	if err != nil {

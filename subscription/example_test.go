@@ -19,8 +19,8 @@ func Example() {
 	// Orders only, resuming after the saved checkpoint (none yet: from the
 	// beginning), then following new events.
 	sub, err := subscription.Open(ctx, store, subscription.Config{
-		Name:           "order-emails",
-		StreamPrefixes: []string{"order-"},
+		Name:   "order-emails",
+		Filter: varve.Filter{StreamPrefixes: []string{"order-"}},
 	})
 	if err != nil {
 		panic(err)

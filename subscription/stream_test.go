@@ -117,7 +117,7 @@ func TestSubscriptionsReadWhatTheyNeed(t *testing.T) {
 		wantAll, wantFilter bool
 	}{
 		{subscription.Config{Name: "stream", Stream: "order-1"}, false, false},
-		{subscription.Config{Name: "category", Categories: []string{"order"}}, false, true},
+		{subscription.Config{Name: "category", Filter: varve.Filter{Categories: []string{"order"}}}, false, true},
 		{subscription.Config{Name: "all"}, true, false},
 	} {
 		b.all, b.filtered = 0, 0

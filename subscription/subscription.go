@@ -76,16 +76,11 @@ type Config struct {
 	// the other filters then do not apply. The checkpoint is still the
 	// position of the last event handled.
 	Stream string
-	// Categories, when not empty, keeps only events of streams in these
-	// categories ([varve.Store.Category]).
-	Categories []string
-	// StreamPrefixes, when not empty, keeps only events of streams whose id
-	// starts with one of them.
-	StreamPrefixes []string
-	// EventTypes, when not empty, keeps only events of these types.
-	// Categories, prefixes and types are a [varve.Filter]: the backend reads
-	// only the matching events where it can (see [varve.FilteredReader]).
-	EventTypes []string
+	// Filter, when not zero, keeps only the events it matches (categories,
+	// stream prefixes, event types); the backend reads only those where it
+	// can ([varve.FilteredReader]). Every consumer (delivery, projection)
+	// takes the same [varve.Filter].
+	Filter varve.Filter
 	// SystemStreams keeps the events of streams whose id begins with "$".
 	SystemStreams bool
 	// Segments, when more than 1, keeps only the events of the streams in
@@ -153,7 +148,7 @@ func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, e
 			s.cps, s.durable = NewMemoryCheckpoints(), false
 		}
 	}
-	s.filter = varve.Filter{Categories: cfg.Categories, Types: cfg.EventTypes, StreamPrefixes: cfg.StreamPrefixes}
+	s.filter = cfg.Filter
 	start, resumed, err := s.startPosition(ctx)
 	if err != nil {
 		return nil, err

@@ -130,14 +130,14 @@ func testFilters(t *testing.T, open opener) {
 		{"all with system streams", subscription.Config{SystemStreams: true}, []string{"order-1@1", "order-1@2", "user-1@1", "order-2@1", "$parked-x@1", "order-1@3"}},
 		{"$all is no filter", subscription.Config{Stream: varve.AllStream}, []string{"order-1@1", "order-1@2", "user-1@1", "order-2@1", "order-1@3"}},
 		{"one stream", subscription.Config{Stream: "order-1"}, []string{"order-1@1", "order-1@2", "order-1@3"}},
-		{"category", subscription.Config{StreamPrefixes: []string{"order-"}}, []string{"order-1@1", "order-1@2", "order-2@1", "order-1@3"}},
-		{"categories", subscription.Config{Categories: []string{"order", "user"}}, []string{"order-1@1", "order-1@2", "user-1@1", "order-2@1", "order-1@3"}},
-		{"category, prefix and type", subscription.Config{Categories: []string{"order"}, StreamPrefixes: []string{"order-1"}, EventTypes: []string{"Paid"}}, []string{"order-1@3"}},
-		{"system category", subscription.Config{Categories: []string{"$parked"}, SystemStreams: true}, []string{"$parked-x@1"}},
-		{"two categories", subscription.Config{StreamPrefixes: []string{"user-", "order-2"}}, []string{"user-1@1", "order-2@1"}},
-		{"event type", subscription.Config{EventTypes: []string{"Paid"}}, []string{"order-2@1", "order-1@3"}},
-		{"category and type", subscription.Config{StreamPrefixes: []string{"order-"}, EventTypes: []string{"Placed"}}, []string{"order-1@1", "order-1@2"}},
-		{"nothing matches", subscription.Config{EventTypes: []string{"Nope"}}, nil},
+		{"category", subscription.Config{Filter: varve.Filter{StreamPrefixes: []string{"order-"}}}, []string{"order-1@1", "order-1@2", "order-2@1", "order-1@3"}},
+		{"categories", subscription.Config{Filter: varve.Filter{Categories: []string{"order", "user"}}}, []string{"order-1@1", "order-1@2", "user-1@1", "order-2@1", "order-1@3"}},
+		{"category, prefix and type", subscription.Config{Filter: varve.Filter{Categories: []string{"order"}, StreamPrefixes: []string{"order-1"}, Types: []string{"Paid"}}}, []string{"order-1@3"}},
+		{"system category", subscription.Config{Filter: varve.Filter{Categories: []string{"$parked"}}, SystemStreams: true}, []string{"$parked-x@1"}},
+		{"two categories", subscription.Config{Filter: varve.Filter{StreamPrefixes: []string{"user-", "order-2"}}}, []string{"user-1@1", "order-2@1"}},
+		{"event type", subscription.Config{Filter: varve.Filter{Types: []string{"Paid"}}}, []string{"order-2@1", "order-1@3"}},
+		{"category and type", subscription.Config{Filter: varve.Filter{StreamPrefixes: []string{"order-"}, Types: []string{"Placed"}}}, []string{"order-1@1", "order-1@2"}},
+		{"nothing matches", subscription.Config{Filter: varve.Filter{Types: []string{"Nope"}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Name = "filters"

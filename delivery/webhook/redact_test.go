@@ -21,6 +21,7 @@ import (
 	"github.com/varve-go/varve/delivery/internal/deliverytest"
 	"github.com/varve-go/varve/delivery/webhook"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/subscription"
 )
 
 // Secrets of the endpoint URL: a basic-auth password and a token parameter.
@@ -168,7 +169,7 @@ func testNoSecret(t *testing.T, k teststore.Kind, handler http.HandlerFunc, stat
 	var logs syncBuffer
 	r := deliverytest.Start(t, store, "hooks", sink, delivery.Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Retry:  delivery.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
+		Retry:  subscription.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
 	})
 	r.Wait(t, res.Position)
 	r.Stop(t)

@@ -20,6 +20,7 @@ import (
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/delivery/internal/deliverytest"
 	"github.com/varve-go/varve/delivery/webhook"
+	"github.com/varve-go/varve/subscription"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -212,7 +213,7 @@ func TestRedelivery(t *testing.T) {
 	s := deliverytest.NewStore(t)
 	end := deliverytest.Fill(t, s, "hook", 10, 30, 3)
 	w := newWebhook(t, srv.URL, webhook.Config{MaxConcurrency: limit})
-	r := deliverytest.Start(t, s, "hooks", w, delivery.Config{Concurrency: 8, Retry: delivery.RetryPolicy{InitialBackoff: time.Millisecond}})
+	r := deliverytest.Start(t, s, "hooks", w, delivery.Config{Concurrency: 8, Retry: subscription.RetryPolicy{InitialBackoff: time.Millisecond}})
 	r.Wait(t, end)
 	r.Stop(t)
 	if st := r.D.Stats(); st.Delivered != 30 || st.Parked != 0 || st.Attempts != 90 {

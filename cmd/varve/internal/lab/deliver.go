@@ -341,7 +341,7 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 	}
 	dcfg := delivery.Config{
 		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
-		Retry:  delivery.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
+		Retry:  subscription.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if direct != nil {
