@@ -14,7 +14,7 @@ import (
 )
 
 // TestSingleActiveDispatcher runs one delivery from two holders through
-// subscription.Active: one delivers, the other waits; when the first
+// subscription.RunWith under a lease: one delivers, the other waits; when the first
 // stops, the second delivers the rest from the checkpoint, each event once.
 func TestSingleActiveDispatcher(t *testing.T) {
 	s, err := varve.New(memory.New(), varve.Config{})
@@ -25,8 +25,9 @@ func TestSingleActiveDispatcher(t *testing.T) {
 	var mu sync.Mutex
 	got := map[varve.Position][]string{}
 	run := func(ctx context.Context, holder string) error {
-		cfg := subscription.Config{Name: "hooks", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond}
-		return subscription.Active(ctx, s, cfg, holder, 300*time.Millisecond, func(ctx context.Context, sub *subscription.Subscription) error {
+		cfg := subscription.Config{Name: "hooks", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond,
+			Lease: subscription.Lease{Holder: holder, TTL: 300 * time.Millisecond}}
+		return subscription.RunWith(ctx, s, cfg, func(ctx context.Context, sub *subscription.Subscription) error {
 			d, err := delivery.New(sub, delivery.SinkFunc(func(_ context.Context, dl delivery.Delivery) error {
 				mu.Lock()
 				got[dl.Event.Position] = append(got[dl.Event.Position], holder)
@@ -102,7 +103,7 @@ func TestSingleActiveDispatcher(t *testing.T) {
 }
 
 // TestSegmentedDispatcher runs one delivery split into 4 segments over two
-// holders through subscription.Segmented: each holder delivers the streams
+// holders through subscription.RunWith with 4 lease segments: each holder delivers the streams
 // of its segments, each event once and each stream in order; when one
 // stops, the other delivers its segments from their checkpoints.
 func TestSegmentedDispatcher(t *testing.T) {
@@ -116,8 +117,9 @@ func TestSegmentedDispatcher(t *testing.T) {
 	last := map[string]varve.Version{}
 	var problems []string
 	run := func(ctx context.Context, holder string) error {
-		cfg := subscription.Config{Name: "hooks", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond}
-		return subscription.Segmented(ctx, s, cfg, holder, 4, time.Second, func(ctx context.Context, _ int, sub *subscription.Subscription) error {
+		cfg := subscription.Config{Name: "hooks", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond,
+			Lease: subscription.Lease{Holder: holder, TTL: time.Second, Segments: 4}}
+		return subscription.RunWith(ctx, s, cfg, func(ctx context.Context, sub *subscription.Subscription) error {
 			d, err := delivery.New(sub, delivery.SinkFunc(func(_ context.Context, dl delivery.Delivery) error {
 				mu.Lock()
 				defer mu.Unlock()

@@ -3,7 +3,6 @@ package projection
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/subscription"
@@ -13,28 +12,13 @@ import (
 // runs single-active: "projection:" and its checkpoint's name.
 const LeasePrefix = "projection:"
 
-// RunActive runs the projection's version in one process at a time, of
-// all that run it with RunActive: it waits until holder holds the
-// version's lease, then runs as [Runner.Run] does, renewing the lease
-// every third of ttl, with every checkpoint the runner saves fenced by
-// the lease's token. When the lease is lost, the run stops and RunActive
-// waits for the lease again; another holder takes over within ttl of the
-// last renewal of a process that died, from the last checkpoint saved. A
-// projection with a CommitFunc saves its checkpoint in its own
-// transaction, which is not fenced: it stays exactly once with two
-// holders, as it does with two runners. RunActive returns nil when ctx
-// ends, after releasing the lease, and otherwise the error of a run.
-//
-// The store's backend must keep leases and checkpoints, and the runner's
-// Config.Checkpoints must be nil.
-func (r *Runner) RunActive(ctx context.Context, holder string, ttl time.Duration) error {
-	if r.cfg.Checkpoints != nil {
-		return fmt.Errorf("projection %q: run active: Config.Checkpoints must be nil: %w", r.p.Name, varve.ErrNotSupported)
-	}
+// runActive runs the version in one process at a time, of all that run it
+// with a lease of the same version (see [Config.Lease]).
+func (r *Runner) runActive(ctx context.Context) error {
 	lease := LeasePrefix + CheckpointName(r.p.Name, r.p.Version)
-	err := subscription.Hold(ctx, r.store, lease, holder, ttl, func(ctx context.Context, cps varve.CheckpointStore) error {
-		r.cps = cps // Run is not running: Hold calls this on its own goroutine, one call at a time
-		return r.Run(ctx)
+	err := subscription.Hold(ctx, r.store, lease, r.cfg.Lease.Holder, r.cfg.Lease.TTL, func(ctx context.Context, cps varve.CheckpointStore) error {
+		r.cps = cps // runHere is not running: Hold calls this on its own goroutine, one call at a time
+		return r.runHere(ctx)
 	})
 	if err != nil {
 		return fmt.Errorf("projection %q: run active: %w", r.p.Name, err)
@@ -52,29 +36,15 @@ func (r *Runner) checkpointName() string {
 	return cp
 }
 
-// RunSegmented runs the projection's version split into count segments
-// by the hash of the stream id across the processes that run it with
-// RunSegmented and the same count, as subscription.Segmented spreads a
-// subscription's: each segment has its own lease, checkpoint and runner
-// (this runner's projection and Config with Segment and Segments set),
-// and each stream's events are handled in order by one runner at a time.
-// Segmented runners do not promote and do not rebuild in place (see
-// [Config.Segments]); the segments' checkpoints are named after the
-// version's checkpoint with "/segment/<i>-of-<count>". Status reports
-// this runner, which runs nothing itself; [Runner.SegmentStatus] reports
-// the runners of the segments this process holds. It returns nil when ctx
-// ends, and otherwise the first error of a segment's run.
-//
-// The store's backend must keep leases and checkpoints, and the runner's
-// Config.Checkpoints must be nil.
-func (r *Runner) RunSegmented(ctx context.Context, holder string, count int, ttl time.Duration) error {
-	if r.cfg.Checkpoints != nil || r.cfg.Promote || r.cfg.Segments > 1 {
-		return fmt.Errorf("projection %q: run segmented: %w: Config.Checkpoints, Promote and Segments must be unset", r.p.Name, varve.ErrInvalidArgument)
-	}
+// runSegmented runs the version split into Lease.Segments segments spread
+// over the processes that run it (see [Config.Lease]); each segment this
+// process holds gets a runner of its own.
+func (r *Runner) runSegmented(ctx context.Context) error {
+	count := r.cfg.Lease.Segments
 	lease := LeasePrefix + CheckpointName(r.p.Name, r.p.Version)
-	err := subscription.HoldSegments(ctx, r.store, lease, holder, count, ttl, func(ctx context.Context, i int, cps varve.CheckpointStore) error {
+	err := subscription.HoldSegments(ctx, r.store, lease, r.cfg.Lease.Holder, count, r.cfg.Lease.TTL, func(ctx context.Context, i int, cps varve.CheckpointStore) error {
 		cfg := r.cfg
-		cfg.Segment, cfg.Segments, cfg.Checkpoints = i, count, cps
+		cfg.Segment, cfg.Segments, cfg.Checkpoints, cfg.Lease = i, count, cps, subscription.Lease{}
 		seg, err := NewRunner(r.store, r.p, cfg)
 		if err != nil {
 			return err
@@ -99,7 +69,7 @@ func (r *Runner) RunSegmented(ctx context.Context, holder string, count int, ttl
 }
 
 // SegmentStatus returns the status of the runner of each segment that this
-// process holds under [Runner.RunSegmented], by segment.
+// process holds when it runs segmented ([Config.Lease]), by segment.
 func (r *Runner) SegmentStatus() map[int]Status {
 	r.segMu.Lock()
 	defer r.segMu.Unlock()
@@ -113,7 +83,7 @@ func (r *Runner) SegmentStatus() map[int]Status {
 // SegmentHolders says which processes run version of projection name
 // segmented in count segments, in holder order, and who holds each
 // segment with its checkpoint: the status across processes of
-// [Runner.RunSegmented].
+// a version run segmented ([Config.Lease]).
 func SegmentHolders(ctx context.Context, store *varve.Store, name string, version, count int) (members []string, segments []subscription.SegmentHolder, err error) {
 	cp := CheckpointName(name, version)
 	members, segments, err = subscription.HeldSegments(ctx, store, LeasePrefix+cp, cp, count)

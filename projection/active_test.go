@@ -10,6 +10,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/projection"
+	"github.com/varve-go/varve/subscription"
 )
 
 // TestRunActive runs one projection version from two holders: one handles
@@ -29,17 +30,24 @@ func TestRunActive(t *testing.T) {
 			}
 		}
 		cfg := with(base, projection.Config{MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, ControlPoll: -1})
-		runner := func(holder string) *projection.Runner {
-			r, err := projection.NewRunner(s, projection.Projection{Name: "balances", Version: 1,
+		// Leases of 5 s, renewed every 1.7 s: with 1 s, a holder starved for
+		// 0.7 s on a busy machine lost its lease mid-run (a fail-over, which
+		// the kill tests of package subscription cover) and both handled events.
+		newRunner := func(holder string) (*projection.Runner, error) {
+			cfg := cfg
+			cfg.Lease = subscription.Lease{Holder: holder, TTL: 5 * time.Second}
+			return projection.NewRunner(s, projection.Projection{Name: "balances", Version: 1,
 				Filter: varve.Filter{Categories: []string{"acct"}}, Handle: handler(holder)}, cfg)
+		}
+		runner := func(holder string) *projection.Runner {
+			r, err := newRunner(holder)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return r
 		}
 		if !s.Capabilities().Leases {
-			err := runner("a").RunActive(t.Context(), "a", time.Second)
-			if !errors.Is(err, varve.ErrNotSupported) {
+			if _, err := newRunner("a"); !errors.Is(err, varve.ErrNotSupported) {
 				t.Fatalf("without leases: %v", err)
 			}
 			return
@@ -49,11 +57,8 @@ func TestRunActive(t *testing.T) {
 		defer stopB()
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
-		// Leases of 5 s, renewed every 1.7 s: with 1 s, a holder starved for
-		// 0.7 s on a busy machine lost its lease mid-run (a fail-over, which
-		// the kill tests of package subscription cover) and both handled events.
-		wg.Go(func() { errs <- runner("a").RunActive(ctxA, "a", 5*time.Second) })
-		wg.Go(func() { errs <- runner("b").RunActive(ctxB, "b", 5*time.Second) })
+		wg.Go(func() { errs <- runner("a").Run(ctxA) })
+		wg.Go(func() { errs <- runner("b").Run(ctxB) })
 		ids := appendN(t, s, "acct", "Deposited", 30, 3)
 		waitFor(t, "30 events handled", func() bool { return rec.count() == 30 })
 		mu.Lock()
@@ -98,27 +103,32 @@ func TestRunSegmented(t *testing.T) {
 		rec := newRecorder()
 		cfg := with(base, projection.Config{MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, ControlPoll: -1})
 		p := projection.Projection{Name: "ledger", Version: 1, Filter: varve.Filter{Categories: []string{"acct"}}, Handle: rec.handle}
-		runner := func() *projection.Runner {
-			r, err := projection.NewRunner(s, p, cfg)
+		newRunner := func(holder string) (*projection.Runner, error) {
+			cfg := cfg
+			cfg.Lease = subscription.Lease{Holder: holder, TTL: time.Second, Segments: 4}
+			return projection.NewRunner(s, p, cfg)
+		}
+		runner := func(holder string) *projection.Runner {
+			r, err := newRunner(holder)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return r
 		}
 		if !s.Capabilities().Leases {
-			if err := runner().RunSegmented(t.Context(), "a", 4, time.Second); !errors.Is(err, varve.ErrNotSupported) {
+			if _, err := newRunner("a"); !errors.Is(err, varve.ErrNotSupported) {
 				t.Fatalf("without leases: %v", err)
 			}
 			return
 		}
-		a, b := runner(), runner()
+		a, b := runner("a"), runner("b")
 		ctxA, stopA := context.WithCancel(t.Context())
 		ctxB, stopB := context.WithCancel(t.Context())
 		defer stopB()
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
-		wg.Go(func() { errs <- a.RunSegmented(ctxA, "a", 4, time.Second) })
-		wg.Go(func() { errs <- b.RunSegmented(ctxB, "b", 4, time.Second) })
+		wg.Go(func() { errs <- a.Run(ctxA) })
+		wg.Go(func() { errs <- b.Run(ctxB) })
 		waitFor(t, "both holders to hold 2 segments", func() bool { return len(a.SegmentStatus()) == 2 && len(b.SegmentStatus()) == 2 })
 		ids := appendN(t, s, "acct", "Deposited", 40, 10)
 		waitFor(t, "40 events handled", func() bool { return rec.count() == 40 })
@@ -162,11 +172,17 @@ func TestSegmentedRunnerRefusals(t *testing.T) {
 			t.Errorf("%+v: %v", cfg, err)
 		}
 	}
-	r, err := projection.NewRunner(s, p, projection.Config{Promote: true})
-	if err != nil {
-		t.Fatal(err)
+	for _, cfg := range []projection.Config{
+		{Promote: true, Lease: subscription.Lease{Holder: "a", Segments: 4}},
+		{Segment: 1, Segments: 2, Lease: subscription.Lease{Holder: "a", Segments: 4}},
+		{Lease: subscription.Lease{TTL: time.Second}},
+		{Lease: subscription.Lease{Holder: "a", TTL: time.Nanosecond}},
+	} {
+		if _, err := projection.NewRunner(s, p, cfg); !errors.Is(err, varve.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", cfg, err)
+		}
 	}
-	if err := r.RunSegmented(t.Context(), "a", 4, time.Second); !errors.Is(err, varve.ErrInvalidArgument) {
-		t.Errorf("segmented with Promote: %v", err)
+	if _, err := projection.NewRunner(s, p, projection.Config{Checkpoints: subscription.NewMemoryCheckpoints(), Lease: subscription.Lease{Holder: "a"}}); !errors.Is(err, varve.ErrNotSupported) {
+		t.Errorf("own checkpoints under a lease: %v, want ErrNotSupported", err)
 	}
 }

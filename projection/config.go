@@ -57,11 +57,30 @@ type Config struct {
 	// Segments, when more than 1, makes the runner handle only the events
 	// of the streams in segment Segment (0..Segments-1, by
 	// subscription.SegmentOf), with a checkpoint and an origin of its own;
-	// [Runner.RunSegmented] runs a runner per segment held. A segmented
+	// a segmented run under a lease ([Config.Lease]) runs a runner per
+	// segment held. A segmented
 	// runner does not promote (Promote is refused) and does not rebuild in
 	// place (a rebuild request is recorded as its LastError): one Reset per
 	// segment would empty the whole read model.
 	Segment, Segments int
+	// Lease runs the version across processes under leases ([Runner.Run]):
+	// with a Holder, in one process at a time of all that run it, each
+	// checkpoint the runner saves fenced by the lease's token (another
+	// holder takes over within the TTL of the last renewal of a process
+	// that died, from the last checkpoint saved; a projection with a
+	// CommitFunc saves its checkpoint in its own transaction, which is not
+	// fenced: it stays exactly once with two holders, as it does with two
+	// runners). With Segments more than 1, split into that many segments
+	// by the hash of the stream id spread over the processes, as package
+	// subscription spreads a subscription's: each segment has its own
+	// lease, checkpoint (named after the version's with
+	// "/segment/<i>-of-<count>") and runner, and each stream's events are
+	// handled in order by one runner at a time; Status then reports this
+	// runner, which runs nothing itself, and [Runner.SegmentStatus] the
+	// runners of the segments this process holds. Under a lease the store
+	// must keep leases and checkpoints, and Checkpoints must be nil; a
+	// segmented version does not promote and has no Segments of its own.
+	Lease subscription.Lease
 	// ControlPoll is how often the runner reads the projection's control
 	// stream for the requests of [Pause], [Resume] and [Rebuild] (what
 	// `varve projections` writes); default 1s, negative to ignore them.

@@ -35,9 +35,10 @@
 //
 // # Several processes
 //
-// [Runner.RunActive] runs a version in one process at a time of those that
-// run it (a lease with fenced checkpoints; the others take over when it
-// dies). [Runner.RunSegmented] splits a version into segments by the hash
+// With [Config.Lease] naming the process, [Runner.Run] runs a version in
+// one process at a time of those that run it (a lease with fenced
+// checkpoints; the others take over when it dies), or, with Lease.Segments,
+// splits a version into segments by the hash
 // of the stream id and spreads them over the processes, a runner per
 // segment, moving segments when processes join or leave; each stream's
 // events stay in order. Segmented runners do not promote or rebuild in

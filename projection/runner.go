@@ -33,7 +33,7 @@ type Runner struct {
 	live     chan struct{}
 	liveOnce sync.Once
 
-	// The runners of the segments this process holds (RunSegmented).
+	// The runners of the segments this process holds (a segmented run under a lease).
 	segMu sync.Mutex
 	segs  map[int]*Runner
 
@@ -62,6 +62,18 @@ func NewRunner(store *varve.Store, p Projection, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("projection %q: %w", p.Name, err)
 	}
 	cfg.Retry = retry
+	if cfg.Lease, err = cfg.Lease.WithDefaults(); err != nil {
+		return nil, fmt.Errorf("projection %q: %w", p.Name, err)
+	}
+	if cfg.Lease.Holder != "" && cfg.Checkpoints != nil {
+		return nil, fmt.Errorf("projection %q: %w: a run under a lease fences the store's checkpoints, Config.Checkpoints must be nil", p.Name, varve.ErrNotSupported)
+	}
+	if cfg.Lease.Segments > 1 && (cfg.Promote || cfg.Segments > 1) {
+		return nil, fmt.Errorf("projection %q: %w: a segmented version neither promotes nor has Config.Segments of its own", p.Name, varve.ErrInvalidArgument)
+	}
+	if cfg.Lease.Holder != "" && (!store.Capabilities().Leases || !store.Capabilities().Checkpoints) {
+		return nil, fmt.Errorf("projection %q: a run under a lease needs the store's leases and checkpoints: %w", p.Name, varve.ErrNotSupported)
+	}
 	if cfg.ControlPoll == 0 {
 		cfg.ControlPoll = DefaultControlPoll
 	}
@@ -136,8 +148,21 @@ func (r *Runner) origin(ctx context.Context) (varve.Position, error) {
 
 // Run runs the projection until ctx ends (it then returns nil) or a poison
 // event stops it. A read error or a failure to save the checkpoint is
-// returned, with the state Failed; Run may be called again.
-func (r *Runner) Run(ctx context.Context) (err error) {
+// returned, with the state Failed; Run may be called again. With
+// Config.Lease naming a holder, Run runs the version across processes
+// under leases: single-active, or segmented (see [Config.Lease]).
+func (r *Runner) Run(ctx context.Context) error {
+	switch {
+	case r.cfg.Lease.Holder == "":
+		return r.runHere(ctx)
+	case r.cfg.Lease.Segments > 1:
+		return r.runSegmented(ctx)
+	}
+	return r.runActive(ctx)
+}
+
+// runHere runs the projection here, holding no lease.
+func (r *Runner) runHere(ctx context.Context) (err error) {
 	r.mu.Lock()
 	if r.running {
 		r.mu.Unlock()
@@ -155,7 +180,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				s.State, s.LastError = Failed, err.Error()
 			}
 		})
-		// A lease lost to another holder (RunActive) is no failure of the
+		// A lease lost to another holder (a run under a lease) is no failure of the
 		// projection.
 		if err != nil && r.cfg.ControlPoll >= 0 && !errors.Is(err, varve.ErrLeaseLost) {
 			r.recordFailure(ctx, err)

@@ -14,33 +14,125 @@ import (
 // single-active: "subscription:" and the subscription's name.
 const LeasePrefix = "subscription:"
 
-// RunActive runs the subscription in one process at a time, of all that
-// run it with the same name, calling h as [Subscription.Run] does: it is
-// [Active] with [Subscription.Run] as the work.
-func RunActive(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, h Handler) error {
-	return Active(ctx, store, cfg, holder, ttl, func(ctx context.Context, sub *Subscription) error { return sub.Run(ctx, h) })
+// Lease runs a consumer across processes under leases: in one process at
+// a time of all that run it with the same name (single-active), or split
+// into Segments segments spread over them. The zero Lease runs the
+// consumer here alone, without leases.
+type Lease struct {
+	// Holder names this process among those that run the consumer;
+	// setting it runs the consumer under leases.
+	Holder string
+	// TTL is how long a lease lasts without a renewal; it is renewed every
+	// third of it, and another holder takes over within TTL of the last
+	// renewal of a process that died. Default [DefaultLeaseTTL]; between
+	// varve.MinLeaseTTL and varve.MaxLeaseTTL.
+	TTL time.Duration
+	// Segments, when more than 1, splits the consumer into this many
+	// segments by the hash of the stream id ([SegmentOf]), each with a
+	// lease and checkpoint of its own, spread over the processes that run
+	// it with the same name and Segments; at most [MaxSegments].
+	Segments int
 }
 
-// Active runs work on the subscription in one process at a time, of all
-// that run it with the same name: it waits until holder holds the
-// subscription's lease, opens the subscription from its checkpoint, and
-// calls work with it (a [Subscription.Run], or a delivery dispatcher over
-// it). It renews the lease every third of ttl, and every checkpoint saved
-// through the subscription is fenced by the lease's token, so a process
-// that paused past its lease and came back cannot move the checkpoint of
-// the one that took over. When the lease is lost, the context of work
-// ends and Active waits for the lease again; another holder takes over
-// within ttl of the last renewal of a process that died. It returns nil
-// when ctx ends, after releasing the lease, and the error of work
-// otherwise.
+// DefaultLeaseTTL is the default of [Lease.TTL].
+const DefaultLeaseTTL = 10 * time.Second
+
+// WithDefaults returns l with its default TTL when it has a holder. It
+// fails with varve.ErrInvalidArgument for a TTL or segments without a
+// holder, a TTL out of bounds, or segments out of 0..MaxSegments.
+func (l Lease) WithDefaults() (Lease, error) {
+	if l.Holder == "" {
+		if l.TTL != 0 || l.Segments != 0 {
+			return l, fmt.Errorf("%w: a lease's TTL or segments without a holder", varve.ErrInvalidArgument)
+		}
+		return l, nil
+	}
+	if l.TTL == 0 {
+		l.TTL = DefaultLeaseTTL
+	}
+	if l.TTL < varve.MinLeaseTTL || l.TTL > varve.MaxLeaseTTL {
+		return l, fmt.Errorf("%w: lease ttl %s", varve.ErrInvalidArgument, l.TTL)
+	}
+	if l.Segments < 0 || l.Segments > MaxSegments {
+		return l, fmt.Errorf("%w: %d segments (at most %d)", varve.ErrInvalidArgument, l.Segments, MaxSegments)
+	}
+	return l, nil
+}
+
+// Run opens the subscription and calls h for its events as
+// [Subscription.Run] does, under leases when cfg.Lease has a holder (see
+// [RunWith]).
+func Run(ctx context.Context, store *varve.Store, cfg Config, h Handler) error {
+	return RunWith(ctx, store, cfg, func(ctx context.Context, sub *Subscription) error { return sub.Run(ctx, h) })
+}
+
+// RunWith opens the subscription and calls work with it (a
+// [Subscription.Run], or a delivery dispatcher over it). With a zero
+// cfg.Lease it opens it here and calls work once.
 //
-// The store's backend must keep leases and checkpoints; cfg.Checkpoints
-// must be nil.
-func Active(ctx context.Context, store *varve.Store, cfg Config, holder string, ttl time.Duration, work func(context.Context, *Subscription) error) error {
+// With cfg.Lease.Holder set and at most 1 segment, the subscription runs
+// in one process at a time, of all that run it with the same name: RunWith
+// waits until the holder holds the subscription's lease, opens the
+// subscription from its checkpoint, and calls work with it. It renews the
+// lease every third of its TTL, and every checkpoint saved through the
+// subscription is fenced by the lease's token, so a process that paused
+// past its lease and came back cannot move the checkpoint of the one that
+// took over. When the lease is lost, the context of work ends and RunWith
+// waits for the lease again.
+//
+// With cfg.Lease.Segments more than 1, the subscription is split into that
+// many segments by the hash of the stream id ([SegmentOf]) across the
+// processes that run it with the same name and count: each segment has its
+// own lease, checkpoint and subscription (with [Config.Segment] and
+// [Config.Segments] set, and the segment's name, [SegmentName]), and runs
+// in exactly one of them at a time, with work called for it. Each process
+// holds a membership lease of its own and takes its share of the segments:
+// of n members in holder order, the first count%n hold count/n+1 segments
+// and the others count/n. Every third of the TTL a process renews its
+// leases, releases segments beyond its share (stopping their work first,
+// so their last checkpoint is saved before another process starts from
+// it), and takes free segments up to its share. When a process dies, its
+// leases expire within the TTL of its last renewal and the others take its
+// segments within another third of it; when one joins, the others hand it
+// segments within a third of the TTL. A segment's new holder starts from
+// the checkpoint its last holder saved, and a holder that paused past its
+// lease cannot move that checkpoint (it is fenced), so each stream's
+// events are handled in order by each holder, and an event is handled
+// again only by a new holder after a hand-over or fail-over (the events
+// after the last saved checkpoint). Each segment reads the whole log
+// through its filter and keeps its own streams: count segments read it
+// count times.
+//
+// Under leases, RunWith returns nil when ctx ends, after stopping its work
+// and releasing its leases, and otherwise the first error of work; the
+// store's backend must keep leases and checkpoints, cfg.Checkpoints must
+// be nil, and a segmented subscription reads $all (no cfg.Stream, no
+// cfg.Segments of its own).
+func RunWith(ctx context.Context, store *varve.Store, cfg Config, work func(context.Context, *Subscription) error) error {
+	var err error
+	if cfg.Lease, err = cfg.Lease.WithDefaults(); err != nil {
+		return fmt.Errorf("subscription %q: %w", cfg.Name, err)
+	}
+	switch {
+	case cfg.Lease.Holder == "":
+		sub, err := Open(ctx, store, cfg)
+		if err != nil {
+			return err
+		}
+		return work(ctx, sub)
+	case cfg.Lease.Segments > 1:
+		return segmented(ctx, store, cfg, work)
+	}
+	return active(ctx, store, cfg, work)
+}
+
+func active(ctx context.Context, store *varve.Store, cfg Config, work func(context.Context, *Subscription) error) error {
 	if cfg.Checkpoints != nil {
 		return fmt.Errorf("subscription %q: active: cfg.Checkpoints must be nil (the lease fences the store's own): %w", cfg.Name, varve.ErrNotSupported)
 	}
-	err := Hold(ctx, store, LeasePrefix+cfg.Name, holder, ttl, func(ctx context.Context, cps varve.CheckpointStore) error {
+	lease := cfg.Lease
+	cfg.Lease = Lease{}
+	err := Hold(ctx, store, LeasePrefix+cfg.Name, lease.Holder, lease.TTL, func(ctx context.Context, cps varve.CheckpointStore) error {
 		cfg := cfg
 		cfg.Checkpoints = cps
 		sub, err := Open(ctx, store, cfg)
@@ -63,7 +155,7 @@ func Active(ctx context.Context, store *varve.Store, cfg Config, holder string, 
 // lost (a renewal fails or finds a new term, or a fenced save is
 // refused), the context of work ends and Hold waits for the lease again.
 // It returns nil when ctx ends, after releasing the lease, and the error
-// of work otherwise. [Active] is Hold over a subscription; package
+// of work otherwise. [RunWith] runs a single-active subscription with Hold; package
 // projection runs a projection's runner with it.
 func Hold(ctx context.Context, store *varve.Store, lease, holder string, ttl time.Duration, work func(context.Context, varve.CheckpointStore) error) error {
 	if store == nil || !store.Capabilities().Leases || !store.Capabilities().Checkpoints {

@@ -24,8 +24,9 @@ import (
 // event it handles with its process id.
 func activeChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	pid := os.Getpid()
-	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
-	return subscription.RunActive(ctx, s, cfg, fmt.Sprint("pid-", pid), 2*time.Second, func(_ context.Context, e varve.RecordedEvent) error {
+	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16,
+		Lease: subscription.Lease{Holder: fmt.Sprint("pid-", pid), TTL: 2 * time.Second}}
+	return subscription.Run(ctx, s, cfg, func(_ context.Context, e varve.RecordedEvent) error {
 		// One write(2) of a short line: whole or not at all, even when the
 		// process is killed.
 		_, err := fmt.Fprintf(log, "%d %s %d\n", pid, e.Stream, e.Version)

@@ -23,7 +23,9 @@ func testRunActive(t *testing.T, open opener) {
 	s := open(t, varve.Config{})
 	cfg := subscription.Config{Name: "active", Start: subscription.FromCheckpointOrBeginning, MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond}
 	if !s.Capabilities().Leases {
-		err := subscription.RunActive(t.Context(), s, cfg, "a", time.Second, nil)
+		cfg := cfg
+		cfg.Lease = subscription.Lease{Holder: "a", TTL: time.Second}
+		err := subscription.Run(t.Context(), s, cfg, nil)
 		if !errors.Is(err, varve.ErrNotSupported) {
 			t.Fatalf("without leases: %v, want ErrNotSupported", err)
 		}
@@ -54,7 +56,9 @@ func testRunActive(t *testing.T, open opener) {
 		holder string
 	}{{ctxA, "a"}, {ctxB, "b"}} {
 		wg.Go(func() {
-			errs <- subscription.RunActive(r.ctx, s, cfg, r.holder, 300*time.Millisecond, handler(r.holder))
+			cfg := cfg
+			cfg.Lease = subscription.Lease{Holder: r.holder, TTL: 300 * time.Millisecond}
+			errs <- subscription.Run(r.ctx, s, cfg, handler(r.holder))
 		})
 	}
 	waitFor := func(n int) {

@@ -31,10 +31,11 @@
 //
 // On a store whose backend keeps leases ([varve.Store.Leases]) a
 // subscription, or a delivery dispatcher built on one, can run in several
-// processes. [Active] (and [RunActive]) runs it in one of them at a time:
-// the others wait and one takes over within the lease's ttl (plus a third
-// of it) after the holder dies. [Segmented] (and [RunSegmented]) splits it
-// into segments by the hash of the stream id ([SegmentOf]), each with its
+// processes: [Config.Lease] names the process (Holder), the lease's TTL
+// and a number of segments, and [Run] and [RunWith] do the rest. With one
+// segment the subscription runs in one of the processes at a time: the
+// others wait and one takes over within the lease's ttl (plus a third of
+// it) after the holder dies. With more, [RunWith] splits it into segments by the hash of the stream id ([SegmentOf]), each with its
 // own lease and checkpoint, and spreads them over the processes, moving
 // segments when processes join or leave; [SegmentStatus] says who holds
 // what. In both, every checkpoint is saved fenced by the lease's token,

@@ -22,7 +22,8 @@ const pausedTTL = time.Second
 // handler that logs each event.
 func pausedChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	cfg := subscription.Config{Name: "paused", Start: subscription.FromCheckpointOrBeginning, PageSize: 50, MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond}
-	return subscription.RunActive(ctx, s, cfg, "child", pausedTTL, func(_ context.Context, e varve.RecordedEvent) error {
+	cfg.Lease = subscription.Lease{Holder: "child", TTL: pausedTTL}
+	return subscription.Run(ctx, s, cfg, func(_ context.Context, e varve.RecordedEvent) error {
 		fmt.Fprintf(log, "%s %d\n", e.Stream, e.Version)
 		time.Sleep(50 * time.Millisecond) // a batch of 50 takes 2.5 s: the pause comes in the middle
 		return nil
@@ -99,7 +100,9 @@ func testPausedHolder(t *testing.T, storeURL string) {
 	hctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := subscription.RunActive(hctx, s, cfg, "parent", pausedTTL, func(context.Context, varve.RecordedEvent) error {
+		cfg := cfg
+		cfg.Lease = subscription.Lease{Holder: "parent", TTL: pausedTTL}
+		err := subscription.Run(hctx, s, cfg, func(context.Context, varve.RecordedEvent) error {
 			mu.Lock()
 			if first.IsZero() {
 				first = time.Now()

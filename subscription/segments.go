@@ -42,43 +42,14 @@ func memberPrefix(lease string, count int) string {
 	return lease + "/member-of-" + strconv.Itoa(count) + "/"
 }
 
-// Segmented runs a subscription split into count segments by the hash of
-// the stream id ([SegmentOf]) across the processes that run it with the
-// same name and count: each segment has its own lease, checkpoint and
-// subscription (cfg with [Config.Segment] and [Config.Segments] set, and
-// the segment's name), and runs in exactly one of them at a time, with
-// work called for it as [Active] calls it.
-//
-// Each process holds a membership lease of its own and takes its share of
-// the segments: of n members in holder order, the first count%n hold
-// count/n+1 segments and the others count/n. Every third of ttl a process
-// renews its leases, releases segments beyond its share (stopping their
-// work first, so their last checkpoint is saved before another process
-// starts from it), and takes free segments up to its share. When a process
-// dies, its leases expire within ttl of its last renewal and the others
-// take its segments within another third of ttl; when one joins, the
-// others hand it segments within a third of ttl. A segment's new holder
-// starts from the checkpoint its last holder saved, and a holder that
-// paused past its lease cannot move that checkpoint (it is fenced), so
-// each stream's events are handled in order by each holder, and an event
-// is handled again only by a new holder after a hand-over or fail-over
-// (the events after the last saved checkpoint).
-//
-// Each segment reads the whole log through its filters and keeps its own
-// streams: count segments read it count times. Segmented returns nil when
-// ctx ends, after stopping its work and releasing its leases, and
-// otherwise the first error of a segment's work. The store's backend must
-// keep leases and checkpoints; cfg.Checkpoints must be nil and cfg.Stream
-// empty.
-func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder string, count int, ttl time.Duration, work func(ctx context.Context, segment int, sub *Subscription) error) error {
+func segmented(ctx context.Context, store *varve.Store, cfg Config, work func(context.Context, *Subscription) error) error {
+	count, holder, ttl := cfg.Lease.Segments, cfg.Lease.Holder, cfg.Lease.TTL
+	cfg.Lease = Lease{}
 	if store == nil || !store.Capabilities().Leases || !store.Capabilities().Checkpoints || cfg.Checkpoints != nil {
 		return fmt.Errorf("subscription %q: segmented: the store must keep leases and checkpoints: %w", cfg.Name, varve.ErrNotSupported)
 	}
-	if count < 1 || count > MaxSegments || cfg.Stream != "" && cfg.Stream != varve.AllStream {
-		return fmt.Errorf("subscription %q: segmented: %w: %d segments (1..%d) of $all", cfg.Name, varve.ErrInvalidArgument, count, MaxSegments)
-	}
-	if ttl < varve.MinLeaseTTL || ttl > varve.MaxLeaseTTL {
-		return fmt.Errorf("subscription %q: segmented: %w: lease ttl %s", cfg.Name, varve.ErrInvalidArgument, ttl)
+	if cfg.Stream != "" && cfg.Stream != varve.AllStream || cfg.Segments > 1 {
+		return fmt.Errorf("subscription %q: segmented: %w: segments of $all, with no Config.Segments of its own", cfg.Name, varve.ErrInvalidArgument)
 	}
 	if err := checkConfig(&cfg, store); err != nil {
 		return fmt.Errorf("subscription %q: segmented: %w", cfg.Name, err)
@@ -92,7 +63,7 @@ func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder strin
 		if err != nil {
 			return err
 		}
-		return work(ctx, i, sub)
+		return work(ctx, sub)
 	})
 	if err != nil {
 		return fmt.Errorf("subscription %q: segmented: %w", cfg.Name, err)
@@ -102,10 +73,10 @@ func Segmented(ctx context.Context, store *varve.Store, cfg Config, holder strin
 
 // HoldSegments spreads count segments, each held under the lease
 // "<lease>/segment/<i>-of-<count>", over the processes that call it with
-// the same lease and count, as [Segmented] does, and calls work for each
+// the same lease and count, as [RunWith] does for a segmented subscription, and calls work for each
 // segment this process holds with a checkpoint store fenced by that
-// segment's lease (see [Hold]). [Segmented] is HoldSegments over
-// subscriptions; package projection runs a segmented projection's runners
+// segment's lease (see [Hold]). [RunWith] runs a segmented subscription
+// with it; package projection runs a segmented projection's runners
 // with it. It returns nil when ctx ends, after stopping the work and
 // releasing the leases, and otherwise the first error of a segment's work.
 func HoldSegments(ctx context.Context, store *varve.Store, lease, holder string, count int, ttl time.Duration, work func(ctx context.Context, segment int, cps varve.CheckpointStore) error) error {
@@ -118,12 +89,6 @@ func HoldSegments(ctx context.Context, store *varve.Store, lease, holder string,
 	g := &group{store: store, lease: lease, holder: holder, count: count, ttl: ttl, every: ttl / 3, work: work,
 		running: map[int]*segmentRun{}, ended: make(chan int, count)}
 	return g.run(ctx)
-}
-
-// RunSegmented runs a segmented subscription calling h as
-// [Subscription.Run] does: it is [Segmented] with Run as the work.
-func RunSegmented(ctx context.Context, store *varve.Store, cfg Config, holder string, count int, ttl time.Duration, h Handler) error {
-	return Segmented(ctx, store, cfg, holder, count, ttl, func(ctx context.Context, _ int, sub *Subscription) error { return sub.Run(ctx, h) })
 }
 
 // SegmentHolder is who holds one segment of a segmented subscription.

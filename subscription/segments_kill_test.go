@@ -41,7 +41,9 @@ func segmentedChild(ctx context.Context, s *varve.Store, log *os.File) error {
 	var runs atomic.Int64
 	cfg := subscription.Config{Name: "killed", MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return subscription.Segmented(ctx, s, cfg, fmt.Sprint("pid-", pid), killedSegments, killedTTL, func(ctx context.Context, segment int, sub *subscription.Subscription) error {
+	cfg.Lease = subscription.Lease{Holder: fmt.Sprint("pid-", pid), TTL: killedTTL, Segments: killedSegments}
+	return subscription.RunWith(ctx, s, cfg, func(ctx context.Context, sub *subscription.Subscription) error {
+		segment, _ := sub.Segment()
 		run := fmt.Sprintf("%d.%d", pid, runs.Add(1))
 		d, err := delivery.New(sub, delivery.SinkFunc(func(_ context.Context, dl delivery.Delivery) error {
 			// One write(2) of a short line: whole or not at all.

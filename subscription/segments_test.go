@@ -49,7 +49,7 @@ func TestSegmentedBadInput(t *testing.T) {
 		ttl   time.Duration
 		want  error
 	}{
-		{"no segments", ok, 0, time.Second, varve.ErrInvalidArgument},
+		{"negative segments", ok, -1, time.Second, varve.ErrInvalidArgument},
 		{"too many", ok, subscription.MaxSegments + 1, time.Second, varve.ErrInvalidArgument},
 		{"one stream", subscription.Config{Name: "seg", Stream: "acct-1"}, 4, time.Second, varve.ErrInvalidArgument},
 		{"short ttl", ok, 4, time.Millisecond, varve.ErrInvalidArgument},
@@ -57,11 +57,20 @@ func TestSegmentedBadInput(t *testing.T) {
 		{"own checkpoints", subscription.Config{Name: "seg", Checkpoints: subscription.NewMemoryCheckpoints()}, 4, time.Second, varve.ErrNotSupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := subscription.RunSegmented(t.Context(), s, tc.cfg, "a", tc.count, tc.ttl, func(context.Context, varve.RecordedEvent) error { return nil })
+			cfg := tc.cfg
+			cfg.Lease = subscription.Lease{Holder: "a", TTL: tc.ttl, Segments: tc.count}
+			err := subscription.Run(t.Context(), s, cfg, func(context.Context, varve.RecordedEvent) error { return nil })
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("%v, want %v", err, tc.want)
 			}
 		})
+	}
+	// A lease's settings without a holder, or past its bounds, are refused.
+	for _, l := range []subscription.Lease{{TTL: time.Second}, {Segments: 4}, {Holder: "a", TTL: varve.MaxLeaseTTL + 1}, {Holder: "a", Segments: -1}} {
+		cfg := subscription.Config{Name: "seg", Lease: l}
+		if err := subscription.Run(t.Context(), s, cfg, nil); !errors.Is(err, varve.ErrInvalidArgument) {
+			t.Errorf("lease %+v: %v, want ErrInvalidArgument", l, err)
+		}
 	}
 	// Open refuses a segment outside its count.
 	for _, cfg := range []subscription.Config{
@@ -94,7 +103,9 @@ func testSegmented(t *testing.T, open opener) {
 	cfg := subscription.Config{Name: "segmented", Start: subscription.FromCheckpointOrBeginning, MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond, PageSize: 16}
 	const count, ttl = 8, time.Second
 	if !s.Capabilities().Leases {
-		err := subscription.RunSegmented(t.Context(), s, cfg, "a", count, ttl, nil)
+		cfg := cfg
+		cfg.Lease = subscription.Lease{Holder: "a", TTL: ttl, Segments: count}
+		err := subscription.Run(t.Context(), s, cfg, nil)
 		if !errors.Is(err, varve.ErrNotSupported) {
 			t.Fatalf("without leases: %v, want ErrNotSupported", err)
 		}
@@ -113,8 +124,9 @@ func testSegmented(t *testing.T, open opener) {
 		defer mu.Unlock()
 		return len(handled)
 	}
-	work := func(holder string) func(context.Context, int, *subscription.Subscription) error {
-		return func(ctx context.Context, segment int, sub *subscription.Subscription) error {
+	work := func(holder string) func(context.Context, *subscription.Subscription) error {
+		return func(ctx context.Context, sub *subscription.Subscription) error {
+			segment, _ := sub.Segment()
 			return sub.Run(ctx, func(_ context.Context, e varve.RecordedEvent) error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -137,7 +149,9 @@ func testSegmented(t *testing.T, open opener) {
 	start := func(holder string) {
 		ctx, stop := context.WithCancel(t.Context())
 		stops[holder] = stop
-		wg.Go(func() { errs <- subscription.Segmented(ctx, s, cfg, holder, count, ttl, work(holder)) })
+		cfg := cfg
+		cfg.Lease = subscription.Lease{Holder: holder, TTL: ttl, Segments: count}
+		wg.Go(func() { errs <- subscription.RunWith(ctx, s, cfg, work(holder)) })
 	}
 	defer func() {
 		for _, stop := range stops {

@@ -84,8 +84,9 @@ type Config struct {
 	// SystemStreams keeps the events of streams whose id begins with "$".
 	SystemStreams bool
 	// Segments, when more than 1, keeps only the events of the streams in
-	// segment Segment (0..Segments-1) by [SegmentOf]; see [Segmented],
-	// which sets both.
+	// segment Segment (0..Segments-1) by [SegmentOf]; a segmented
+	// subscription under leases ([Lease.Segments]) sets both for each
+	// segment it runs.
 	Segment, Segments int
 
 	// PageSize is how many events one read asks for; default the store's
@@ -95,6 +96,10 @@ type Config struct {
 	// subscription on a backend that cannot notify (defaults 10ms and 1s).
 	// With notifications, MaxPoll is the safety poll in case one is lost.
 	MinPoll, MaxPoll time.Duration
+
+	// Lease runs the subscription across processes under leases, with
+	// [Run] and [RunWith]: single-active, or segmented.
+	Lease Lease
 
 	// Checkpoints keeps the checkpoint. Nil means the store's own
 	// ([varve.Store.Checkpoints]) when its backend keeps checkpoints, else
@@ -218,6 +223,15 @@ func (s *Subscription) startPosition(ctx context.Context) (pos varve.Position, r
 
 // Name returns the subscription's name.
 func (s *Subscription) Name() string { return s.cfg.Name }
+
+// Segment returns the segment the subscription reads and the number of
+// segments (0 and 0 when it is not segmented).
+func (s *Subscription) Segment() (i, count int) {
+	if s.cfg.Segments <= 1 {
+		return 0, 0
+	}
+	return s.cfg.Segment, s.cfg.Segments
+}
 
 // Store returns the store the subscription reads.
 func (s *Subscription) Store() *varve.Store { return s.store }
