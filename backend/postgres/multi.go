@@ -11,19 +11,12 @@ import (
 	"github.com/varve-go/varve"
 )
 
-// multiSince is the schema version from which the schema appends to
-// several streams at once (append_multi, migration 7).
-const multiSince = 7
-
 // AppendMulti implements varve.MultiAppender with one call of the
 // schema's append_multi function, run again when another writer changed
 // one of the streams under it.
 func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest) ([]varve.AppendResult, error) {
 	if err := b.begin(ctx); err != nil {
 		return nil, err
-	}
-	if b.version < multiSince {
-		return nil, varve.ErrNotSupported
 	}
 	if b.cfg.Inline != nil {
 		return b.appendMultiInline(ctx, req)
