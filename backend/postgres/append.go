@@ -130,10 +130,7 @@ func (b *Backend) appendSlow(ctx context.Context, req varve.AppendRequest, args 
 
 // appendArgs returns the arguments of an append statement: the stream, the
 // expected version, the events' ids, types, data and metadata, and the
-// category on a schema that keeps categories (migration 6).
+// category.
 func (b *Backend) appendArgs(req varve.AppendRequest, ids, types, data, meta any) []any {
-	if b.version >= categorySince {
-		return []any{req.Stream, int64(req.Expected), ids, types, data, meta, req.Category}
-	}
-	return []any{req.Stream, int64(req.Expected), ids, types, data, meta}
+	return []any{req.Stream, int64(req.Expected), ids, types, data, meta, req.Category}
 }

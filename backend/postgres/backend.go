@@ -68,7 +68,6 @@ type Backend struct {
 	pool    *pgxpool.Pool
 	schema  string // quoted identifier
 	seed    int64  // advisory lock key seed of the schema
-	version int64  // of the schema: its last migration
 	standby bool   // the server was a hot standby when New connected
 	sql     queries
 
@@ -151,13 +150,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", err)
 	}
-	h := fnv.New64a()
-	h.Write([]byte(cfg.Schema))
 	b := &Backend{
 		cfg:    cfg,
 		pool:   pool,
 		schema: pgx.Identifier{cfg.Schema}.Sanitize(),
-		seed:   int64(h.Sum64() >> 1),
+		seed:   seedOf(cfg.Schema),
 		notify: make(chan struct{}, 1),
 	}
 	b.life, b.cancel = context.WithCancel(context.Background())
@@ -167,33 +164,35 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	switch {
 	case err != nil:
 	case cfg.NoMigrate:
-		b.version, err = b.readVersion(ctx)
+		_, err = b.readVersion(ctx)
 	case b.standby:
 		// A standby takes the primary's migrations with its WAL.
-		if b.version, err = b.readVersion(ctx); err == nil && b.version == 0 {
+		var v int64
+		if v, err = b.readVersion(ctx); err == nil && v == 0 {
 			err = fmt.Errorf("schema %s does not exist on the standby (New migrates only a primary): %w", b.schema, ErrStandby)
 		}
 	default:
-		b.version, err = b.migrate(ctx)
+		err = b.migrate(ctx)
 	}
 	if err != nil {
 		b.cancel()
 		pool.Close()
 		return nil, err
 	}
-	horizon := xminHorizon
-	if b.version >= writerLockSince {
-		horizon = writersHorizon(b.schema)
-	}
-	b.sql = newQueries(b.schema, horizon, b.version)
-	if b.version >= taggedFastSince {
-		b.sql.taggedLocks, b.sql.taggedAppend = taggedStatements(newExpander(b.schema, b.seed))
-	}
+	b.sql = newQueries(b.schema, writersHorizon(b.schema))
+	b.sql.taggedLocks, b.sql.taggedAppend = taggedStatements(newExpander(b.schema, b.seed))
 	if !cfg.NoNotify {
 		b.wg.Add(1)
 		go b.notifier()
 	}
 	return b, nil
+}
+
+// seedOf returns the seed of the advisory lock keys of the named schema.
+func seedOf(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	return int64(h.Sum64() >> 1)
 }
 
 // Features declares what the backend provides.

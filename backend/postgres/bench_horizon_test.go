@@ -13,9 +13,9 @@ import (
 )
 
 // BenchmarkWriterLock: what the writer lock costs an append. Two schemas
-// in one run, one as migration 5 leaves it and one whose writer_lock
-// column has no default (its fast append is the one before migration 5,
-// taking no lock); each loop appends
+// in one run, one as New makes it and one whose writer_lock column has no
+// default (its fast append then takes no lock, as before the writer lock);
+// each loop appends
 // to both, alternately, so the noise of the machine falls on both alike.
 // It reports the time of each and their ratio locked/unlocked (above 1 is
 // slower), for one writer and for 16 writers to streams of their own.
@@ -69,7 +69,7 @@ func BenchmarkWriterLock(b *testing.B) {
 
 // BenchmarkHorizon: what the writers' horizon costs a reader. One backend
 // reads pages of $all with it, another on the same schema with the xmin
-// of the whole server (the reader before migration 5), alternately; with
+// of the whole server (the reader before the writer lock), alternately; with
 // no appends running ("idle") and while four goroutines append (the lock
 // table is read only when some transaction runs). It reports the time of
 // each page and their ratio writers/xmin.

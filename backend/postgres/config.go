@@ -51,9 +51,9 @@ type Config struct {
 	// connect_timeout of ConnString or else DefaultConnectTimeout, a
 	// negative value no bound (a context deadline still applies).
 	ConnectTimeout time.Duration
-	// NoMigrate skips creating and upgrading the schema in New. A schema
-	// older than this package's migrations is then read with the horizon
-	// of the whole server (see the package documentation).
+	// NoMigrate skips creating and upgrading the schema, and replacing its
+	// functions, in New. A schema older than the baseline is refused all
+	// the same (see the package documentation).
 	NoMigrate bool
 	// NoNotify turns off the NOTIFY that tells other processes' watchers
 	// about new events. Watchers in this process are woken either way.

@@ -18,7 +18,7 @@ type condItem struct {
 }
 
 // AppendIf implements varve.TagStore with the schema's append_tagged
-// function (migration 8), which takes the locks of the condition's keys
+// function (code/tagged.sql), which takes the locks of the condition's keys
 // and of the events' tags, checks the condition and appends in one
 // transaction.
 func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond varve.AppendCondition) (varve.AppendResult, error) {
@@ -32,9 +32,6 @@ func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond va
 }
 
 func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, cond *varve.AppendCondition) (varve.AppendResult, error) {
-	if b.version < tagsSince {
-		return varve.AppendResult{}, varve.ErrNotSupported
-	}
 	args := argsPool.Get().(*appendArgs)
 	defer args.release()
 	qargs, err := taggedArgs(req, cond, args)
@@ -46,7 +43,7 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 		if ok || err != nil {
 			return res, err
 		}
-	} else if b.version >= taggedFastSince {
+	} else {
 		res, ok, err := b.appendTaggedFast(ctx, req, qargs)
 		if ok || err != nil {
 			return res, err
@@ -72,10 +69,6 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 		return varve.AppendResult{}, b.mapError(ctx, req.Stream, req.Expected, err)
 	}
 }
-
-// taggedFastSince is the schema version from which the schema has
-// append_tagged_fast (migration 10).
-const taggedFastSince = 10
 
 // appendTaggedFast tries append_tagged_fast: ok reports that it decided
 // the append (committed it, or refused it on the condition); otherwise
@@ -302,9 +295,6 @@ func nullJSON(b []byte) any {
 func (b *Backend) ReadQuery(ctx context.Context, q varve.QueryRequest, buf []varve.RecordedEvent) ([]varve.RecordedEvent, varve.Position, error) {
 	if err := b.begin(ctx); err != nil {
 		return buf, varve.Position{}, err
-	}
-	if b.version < tagsSince {
-		return buf, varve.Position{}, varve.ErrNotSupported
 	}
 	var tags, types []string
 	for _, it := range q.Query.Items {

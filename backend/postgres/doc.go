@@ -19,9 +19,15 @@
 // Connecting is bounded by Config.ConnectTimeout, or the connection string's
 // connect_timeout, or DefaultConnectTimeout (10s).
 //
-// New creates the schema (default "varve") and applies the embedded migrations
-// under an advisory lock, so processes that start together do not race;
-// Config.NoMigrate leaves that to the operator. Any schema name PostgreSQL
+// New creates the schema (default "varve") or brings it up to date, in one
+// transaction under an advisory lock, so processes that start together do not
+// race: the embedded migrations it lacks, the first of which (version 13, the
+// baseline) creates the whole schema, then its functions, replaced at every
+// start, and its triggers, created where missing. A schema newer than the
+// package keeps the functions of the newer varve. A schema that a development
+// version made before the history was squashed into the baseline (version 1 to
+// 12) is refused, Config.NoMigrate or not: drop it. Config.NoMigrate leaves
+// the rest to the operator. Any schema name PostgreSQL
 // allows works as given, up to 63 bytes; refused with
 // varve.ErrInvalidArgument: NUL, invalid UTF-8, names over 63 bytes, names
 // PostgreSQL reserves (pg_*, information_schema) and public. Separate schemas
@@ -57,8 +63,7 @@
 // append in flight for its own duration, an open writer for as long as it is
 // open. Transactions that write no events (another schema's or database's, an
 // idle session, a prepared transaction) do not hold it back, except on a
-// standby and for a schema older than migration 5 opened with NoMigrate, where
-// $all waits for every transaction with an id. Events must be written by this
+// standby, where $all waits for every transaction with an id. Events must be written by this
 // package only: an event inserted by hand in a transaction that had an id
 // before it took the schema's writer lock breaks the guarantee. Stream reads
 // have no horizon.
@@ -73,10 +78,7 @@
 // (varve.MultiAppender), tags and conditional appends (varve.TagStore), leases
 // ([varve.LeaseStore]) and, with Config.Inline, inline projections run in the
 // append's transaction ([InlineFunc]). Snapshots kept in commits
-// (varve.CommitSnapshotStore) are not supported. A schema older than this
-// package's migrations, opened with NoMigrate, lacks what later migrations
-// added: its appends to several streams, tags and leases give
-// varve.ErrNotSupported.
+// (varve.CommitSnapshotStore) are not supported.
 //
 // Leases judge expiry by the server's clock. A fenced checkpoint save with a
 // token older than the lease's is refused with varve.ErrLeaseLost; an Acquire

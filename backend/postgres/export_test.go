@@ -2,16 +2,26 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"reflect"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/migrate"
 )
 
-// UseXminHorizon makes b read $all below the xmin of the whole server, as
-// schemas before migration 5 are read: the baseline of the horizon
-// benchmarks.
+// xminHorizon is the oldest transaction id that the statement's snapshot
+// still sees running, in any schema or database: the horizon of $all
+// before writers announced themselves (migration 5 before the squash).
+const xminHorizon = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`
+
+// UseXminHorizon makes b read $all below the xmin of the whole server: the
+// baseline of the horizon benchmarks.
 func UseXminHorizon(b *Backend) {
-	b.sql = newQueries(b.schema, xminHorizon, b.version)
+	b.sql = newQueries(b.schema, xminHorizon)
+	b.sql.taggedLocks, b.sql.taggedAppend = taggedStatements(newExpander(b.schema, b.seed))
 }
 
 // FilterQueries returns the statements of filtered reads: by category, by
@@ -55,3 +65,46 @@ func AppendTaggedFunction(ctx context.Context, b *Backend, req varve.AppendReque
 	_, err = b.pool.Exec(ctx, b.appendTaggedSQL(), qargs...)
 	return err
 }
+
+// CreateHistorySchema creates the schema with the migrations of the
+// squashed history (testdata/migrations-v13) up to version upto, as New
+// did before the squash: each in its own transaction, recorded in
+// schema_migrations, with no code applied.
+func CreateHistorySchema(ctx context.Context, conn *pgx.Conn, schema string, upto int64) error {
+	ms, err := migrate.Load(os.DirFS("testdata"), "migrations-v13")
+	if err != nil {
+		return err
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	x := newExpander(ident, seedOf(schema))
+	_, err = conn.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]s;
+CREATE TABLE %[1]s.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now())`, ident))
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.Version > upto {
+			break
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL standard_conforming_strings = on"); err != nil {
+				return err
+			}
+			if err := exec(ctx, tx, x, m.Name, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+// SeedOf returns the seed of the advisory lock keys of the named schema.
+func SeedOf(schema string) int64 { return seedOf(schema) }

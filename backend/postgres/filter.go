@@ -18,9 +18,6 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	if err := b.begin(ctx); err != nil {
 		return buf, varve.Position{}, err
 	}
-	if b.sql.readByCategory == "" {
-		return buf, varve.Position{}, varve.ErrNotSupported
-	}
 	h, through, err := b.horizonLast(ctx)
 	if err != nil {
 		return buf, varve.Position{}, err

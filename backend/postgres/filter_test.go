@@ -2,10 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +92,7 @@ func TestFilterPlans(t *testing.T) {
 }
 
 // BenchmarkFilterIndexCost measures what the indexes of filtered reads
-// (migration 6) cost an append: single-event appends alternate between a
+// (events_category, events_type) cost an append: single-event appends alternate between a
 // schema with them and one whose indexes were dropped.
 func BenchmarkFilterIndexCost(b *testing.B) {
 	ctx := context.Background()
@@ -132,89 +129,6 @@ func BenchmarkFilterIndexCost(b *testing.B) {
 		})
 	}
 	p.report(b, 1, 1)
-}
-
-// TestFilterUpgrade: a schema of version 5 with events is migrated to
-// version 6 while a process of the older version, which writes no
-// category, keeps appending: every event, from before and after the
-// migration, by the one-statement append and by the append function, is
-// read by its category. A store over the old schema filters pages itself.
-func TestFilterUpgrade(t *testing.T) {
-	ctx := context.Background()
-	schema := "varve_upgrade_" + randomSuffix()
-	cfg := config(t, schema)
-	conn := testConn(t, cfg.ConnString)
-	ident := pgx.Identifier{schema}.Sanitize()
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+ident+`;
-		CREATE TABLE `+ident+`.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	files, _ := os.ReadDir("migrations")
-	for i, f := range files[:5] {
-		body, err := os.ReadFile("migrations/" + f.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sql := strings.NewReplacer("__SCHEMA__", ident, "__SEED__", "1").Replace(string(body))
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("migration %s: %v", f.Name(), err)
-		}
-		if _, err := conn.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name) VALUES ($1, $2)", i+1, f.Name()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	oldCfg := cfg
-	oldCfg.NoMigrate = true
-	old, err := varve.New(open(t, oldCfg), varve.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orders := varve.Filter{Categories: []string{"order"}}
-	mustAppend := func(s *varve.Store, stream string, exp varve.ExpectedVersion) {
-		t.Helper()
-		if _, err := s.Append(ctx, stream, exp, varve.NewEvent("E", nil), varve.NewEvent("E", nil)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustAppend(old, "order-1", varve.NoStream)
-	mustAppend(old, "cart-1", varve.NoStream)
-	if got := readIDs(t, old, orders); len(got) != 2 {
-		t.Fatalf("old schema: %d events of category order, want 2", len(got))
-	}
-
-	s, err := varve.New(open(t, cfg), varve.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(old, "order-1", varve.Exact(2)) // the old one-statement append
-	if err := old.Delete(ctx, "order-2", varve.Any); err != nil && !errors.Is(err, varve.ErrStreamNotFound) {
-		t.Fatal(err)
-	}
-	mustAppend(old, "order-2", varve.Any) // a deleted stream: the append function
-	mustAppend(s, "order-3", varve.NoStream)
-	want := readIDs(t, old, orders) // the old store filters every page itself
-	if len(want) != 8 {
-		t.Fatalf("%d events of category order, want 8", len(want))
-	}
-	if got := readIDs(t, s, orders); !slices.Equal(got, want) {
-		t.Fatalf("filtered by the index: %v, want %v", got, want)
-	}
-	var nulls int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+ident+".events WHERE category IS NULL").Scan(&nulls); err != nil || nulls != 0 {
-		t.Fatalf("%d events without category (%v)", nulls, err)
-	}
-}
-
-func readIDs(t *testing.T, s *varve.Store, f varve.Filter) []string {
-	t.Helper()
-	var out []string
-	for e, err := range s.ReadAll(context.Background(), varve.Start, f) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e.ID.String())
-	}
-	return out
 }
 
 // TestFilteredReadWithoutEventCommits: transactions that write no events

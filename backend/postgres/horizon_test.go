@@ -346,7 +346,8 @@ func TestCancelWhileLocked(t *testing.T) {
 // and checks that no
 // acknowledged transaction is ever passed over: the first read whose
 // horizon is above a transaction's id returns its rows. With the writer
-// lock matched by virtual transaction id (migration 5), a writer that
+// lock matched by virtual transaction id (migration 5 of the squashed
+// history), a writer that
 // committed just after the read's snapshot was taken for a non-writer
 // about once a second here.
 func TestHorizonAtHead(t *testing.T) {

@@ -139,9 +139,6 @@ func (b *Backend) appendInline(ctx context.Context, req varve.AppendRequest, con
 	sql := b.sql.append
 	var qargs []any
 	if tagged {
-		if b.version < tagsSince {
-			return varve.AppendResult{}, varve.ErrNotSupported
-		}
 		var err error
 		if qargs, err = taggedArgs(req, cond, args); err != nil {
 			return varve.AppendResult{}, err

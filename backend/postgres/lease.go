@@ -10,19 +10,12 @@ import (
 	"github.com/varve-go/varve"
 )
 
-// leasesSince is the schema version from which the schema keeps leases
-// (migration 9).
-const leasesSince = 9
-
 // AcquireLease implements varve.LeaseStore in one statement that judges
 // expiry by the server's clock: it takes a free or expired lease with the
 // next token, renews the holder's own, and leaves another's alone.
 func (b *Backend) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (varve.Lease, error) {
 	if err := b.begin(ctx); err != nil {
 		return varve.Lease{}, err
-	}
-	if b.version < leasesSince {
-		return varve.Lease{}, varve.ErrNotSupported
 	}
 	acquire := `INSERT INTO ` + b.schema + `.leases AS l (name, holder, token, expires)
 VALUES ($1, $2, 1, now() + $3 * interval '1 microsecond')
@@ -60,9 +53,6 @@ func (b *Backend) ReleaseLease(ctx context.Context, name, holder string, token u
 	if err := b.begin(ctx); err != nil {
 		return err
 	}
-	if b.version < leasesSince {
-		return varve.ErrNotSupported
-	}
 	b.requests.Add(1)
 	_, err := b.pool.Exec(ctx, `UPDATE `+b.schema+`.leases SET holder = '', expires = now() WHERE name = $1 AND holder = $2 AND token = $3`,
 		name, holder, clamp(token))
@@ -78,9 +68,6 @@ func (b *Backend) ReleaseLease(ctx context.Context, name, holder string, token u
 func (b *Backend) SaveCheckpointFenced(ctx context.Context, name string, pos varve.Position, lease string, token uint64) error {
 	if err := b.begin(ctx); err != nil {
 		return err
-	}
-	if b.version < leasesSince {
-		return varve.ErrNotSupported
 	}
 	save := `WITH l AS (SELECT token FROM ` + b.schema + `.leases WHERE name = $4 FOR SHARE)
 INSERT INTO ` + b.schema + `.checkpoints (name, commit_pos, seq_pos)
@@ -104,9 +91,6 @@ RETURNING 1`
 func (b *Backend) ListLeases(ctx context.Context, prefix string) ([]varve.Lease, error) {
 	if err := b.begin(ctx); err != nil {
 		return nil, err
-	}
-	if b.version < leasesSince {
-		return nil, varve.ErrNotSupported
 	}
 	b.requests.Add(1)
 	rows, err := b.pool.Query(ctx, `SELECT name, holder, token, expires FROM `+b.schema+`.leases

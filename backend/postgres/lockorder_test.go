@@ -14,7 +14,7 @@ import (
 // TestLockOrder: a conditional append with an item of types only takes the
 // schema's writer lock (exclusively) after its tag locks, as every tagged
 // append takes its tag locks before the writer lock (shared). Before
-// migration 13 it took the writer lock first: waiting for a tag, it held
+// migration 13 of the squashed history it took the writer lock first: waiting for a tag, it held
 // every other append up, and with a tagged append waiting for the writer
 // lock the two deadlocked until PostgreSQL failed one after
 // deadlock_timeout. Here another transaction holds the tag; the

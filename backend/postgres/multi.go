@@ -11,10 +11,6 @@ import (
 	"github.com/varve-go/varve"
 )
 
-// multiSince is the schema version from which the schema appends to
-// several streams at once (append_multi, migration 7).
-const multiSince = 7
-
 // MultiAppendAvailable implements varve.MultiAppender: always.
 func (b *Backend) MultiAppendAvailable() bool { return true }
 
@@ -24,9 +20,6 @@ func (b *Backend) MultiAppendAvailable() bool { return true }
 func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest) ([]varve.AppendResult, error) {
 	if err := b.begin(ctx); err != nil {
 		return nil, err
-	}
-	if b.version < multiSince {
-		return nil, varve.ErrNotSupported
 	}
 	if b.cfg.Inline != nil {
 		return b.appendMultiInline(ctx, req)

@@ -9,12 +9,11 @@ type queries struct {
 	readAll, lastPosition     string
 	streamInfo                string
 
-	// Filtered reads of $all, from migration 6 (empty before): by the
-	// categories' index, by the types' index, and a scan for stream
-	// prefixes alone.
+	// Filtered reads of $all: by the categories' index, by the types'
+	// index, and a scan for stream prefixes alone.
 	readByCategory, readByType, readByPrefix string
 
-	// readByTags reads the candidates of a query, from migration 8.
+	// readByTags reads the candidates of a query.
 	readByTags string
 
 	// horizonLast gives the $all horizon and the last event below it, from
@@ -29,43 +28,18 @@ type queries struct {
 	readAllBelow string
 
 	// taggedLocks and taggedAppend are the pipelined tagged append (see
-	// appendTaggedPipelined), from migration 10; they need the seed.
+	// appendTaggedPipelined); they need the seed.
 	taggedLocks, taggedAppend string
 
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
 }
 
-// xminHorizon is the oldest transaction id that the statement's snapshot
-// still sees running: every transaction below it has ended, so the rows of
-// $all below it are final. It is the horizon of schemas whose writers do
-// not announce themselves (before migration 5).
-const xminHorizon = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`
-
-// writerLockSince is the schema version from which every transaction that
-// may write events holds the schema's writer lock before it has an id.
-const writerLockSince = 5
-
-// tagsSince is the schema version from which events keep tags
-// (append_tagged, migration 8).
-const tagsSince = 8
-
-// categorySince is the schema version from which events keep their
-// category and the log is indexed for filtered reads.
-const categorySince = 6
-
-// writersHorizon is the horizon of schemas whose writers announce
-// themselves: see all_horizon in migration 5.
+// writersHorizon is the $all horizon: see all_horizon in code/horizon.sql.
 func writersHorizon(schema string) string { return `(SELECT ` + schema + `.all_horizon())` }
 
-func newQueries(s, horizon string, version int64) queries {
-	category := version >= categorySince
-	// Tags are read from migration 8 on; before, every event has none.
-	tags := `NULL::text[]`
-	if version >= tagsSince {
-		tags = `e.tags`
-	}
-	streamCols := `e.tx, e.seq, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, ` + tags
+func newQueries(s, horizon string) queries {
+	streamCols := `e.tx, e.seq, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, e.tags`
 	readStream := func(cond, order string) string {
 		return `SELECT s.deleted, s.tombstoned, ` + streamCols + `
 FROM ` + s + `.streams s
@@ -83,7 +57,7 @@ WHERE s.stream = $1`
 	// committed since the snapshot), and only then inserts the events. It
 	// returns no row when it declines (a wrong expected version, a deleted
 	// or tombstoned stream, a concurrent writer); the caller then calls the
-	// append function, which tells these cases apart. See migration 3.
+	// append function, which tells these cases apart (code/append.sql).
 	fastAppend := func(n, rows, last string) string {
 		return `WITH cur AS (
     SELECT st.version, st.xmin AS x FROM ` + s + `.streams st WHERE st.stream = $1::text
@@ -100,12 +74,7 @@ WHERE s.stream = $1`
 )
 SELECT version, tx, seq FROM ins` + last
 	}
-	// From migration 6 every append writes the category, $7.
-	cols, catVal, catArg := ``, ``, ``
-	if category {
-		cols, catVal, catArg = `, category`, `, $7::text`, `, $7`
-	}
-	allCols := `e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, ` + tags
+	allCols := `e.tx, e.seq, e.stream, e.version, e.id, e.type, e.data, e.metadata, e.recorded_at, e.tags`
 	// A filtered page: for each indexed value ($4), a range scan of its
 	// index after ($1, $2) and below the horizon, each bounded by the limit
 	// ($3), merged by position. The planner cannot know how selective a
@@ -117,9 +86,6 @@ SELECT version, tx, seq FROM ins` + last
 	// only that index gives. $5 and $6 are the types and stream prefixes
 	// checked on each row (NULL for none).
 	byIndex := func(col string) string {
-		if !category {
-			return ``
-		}
 		return `SELECT ` + allCols + `
 FROM unnest($4::text[]) AS v(val)
 CROSS JOIN LATERAL (
@@ -133,22 +99,16 @@ CROSS JOIN LATERAL (
 ORDER BY e.tx, e.seq
 LIMIT $3`
 	}
-	byPrefix := ``
-	if category {
-		byPrefix = `SELECT ` + allCols + `
+	byPrefix := `SELECT ` + allCols + `
 FROM ` + s + `.events e
 WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < $5::bigint AND e.stream ^@ ANY($4::text[])
 ORDER BY e.tx, e.seq
 LIMIT $3`
-	}
-	byTags := ``
-	if version >= tagsSince {
-		// $4 the first tag of each item with tags, $5 the types of the
-		// others; the page's candidates, without repeats, each looked up
-		// by primary key in a subquery that cannot be flattened (a join
-		// planned before the tables' first ANALYZE could scan all events
-		// per read).
-		byTags = `SELECT ` + allCols + `
+	// $4 the first tag of each item with tags, $5 the types of the others;
+	// the page's candidates, without repeats, each looked up by primary key
+	// in a subquery that cannot be flattened (a join planned before the
+	// tables' first ANALYZE could scan all events per read).
+	byTags := `SELECT ` + allCols + `
 FROM (
     SELECT DISTINCT c.tx, c.seq FROM (
         SELECT k.tx, k.seq FROM unnest($4::text[]) AS v(val)
@@ -172,7 +132,6 @@ FROM (
 ) c
 CROSS JOIN LATERAL (SELECT * FROM ` + s + `.events e WHERE e.tx = c.tx AND e.seq = c.seq OFFSET 0) e
 ORDER BY e.tx, e.seq`
-	}
 	return queries{
 		horizonLast: `WITH hz AS MATERIALIZED (SELECT ` + horizon + ` AS h)
 SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0) FROM hz
@@ -191,13 +150,13 @@ LIMIT $3`,
 		readByCategory: byIndex("category"),
 		readByType:     byIndex("type"),
 		readByPrefix:   byPrefix,
-		appendOne: fastAppend("1", `(tx, stream, version, id, type, data, metadata`+cols+`)
-    SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea`+catVal+` FROM up`, ``),
-		appendMany: fastAppend("cardinality($3::uuid[])", `(tx, stream, version, id, type, data, metadata`+cols+`)
-    SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met`+catVal+`
+		appendOne: fastAppend("1", `(tx, stream, version, id, type, data, metadata, category)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea, $7::text FROM up`, ``),
+		appendMany: fastAppend("cardinality($3::uuid[])", `(tx, stream, version, id, type, data, metadata, category)
+    SELECT pg_current_xact_id()::text::bigint, $1, up.version - cardinality($3::uuid[]) + r.ord, r.id, r.typ, r.dat, r.met, $7::text
       FROM up, unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(id, typ, dat, met, ord)
      ORDER BY r.ord`, ` ORDER BY version DESC LIMIT 1`),
-		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6` + catArg + `)`,
+		append:   `SELECT o_first, o_last, o_tx, o_seq FROM ` + s + `.append($1, $2, $3, $4, $5, $6, $7)`,
 		delete:   `SELECT ` + s + `.delete_stream($1, $2, $3)`,
 		truncate: `SELECT ` + s + `.truncate_stream($1, $2)`,
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -44,29 +45,44 @@ func TestExpand(t *testing.T) {
 	}
 }
 
-// TestMigrationsExpand: every embedded migration expands, and no
-// placeholder is left outside a comment.
+// TestMigrationsExpand: every embedded migration and code file, and every
+// migration of the squashed history, expands, and no placeholder is left
+// outside a comment.
 func TestMigrationsExpand(t *testing.T) {
-	ms, err := loadMigrationsForTest()
+	ms, err := migrate.Load(embedded, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range ms {
-		out, err := newExpander(`"x'$$y"`, 7).expand(m.SQL)
+	old, err := migrate.Load(os.DirFS("testdata"), "migrations-v13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := migrate.LoadCode(embedded, "code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, m := range append(ms, old...) {
+		files[m.Name] = m.SQL
+	}
+	for _, c := range code {
+		files["code/"+c.Name] = c.SQL
+	}
+	if len(ms) == 0 || len(old) != 13 || len(code) == 0 {
+		t.Fatalf("%d migrations, %d of the history, %d code files", len(ms), len(old), len(code))
+	}
+	for name, sql := range files {
+		out, err := newExpander(`"x'$$y"`, 7).expand(sql)
 		if err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		for _, line := range strings.Split(out, "\n") {
 			code, _, _ := strings.Cut(line, "--")
 			if hasPlaceholder(code) {
-				t.Errorf("%s: placeholder left in %q", m.Name, line)
+				t.Errorf("%s: placeholder left in %q", name, line)
 			}
 		}
 	}
-}
-
-func loadMigrationsForTest() ([]migrate.Migration, error) {
-	return migrate.Load(migrations, "migrations")
 }
 
 // TestRefusedInputDriver: pgx refuses to send a message over the protocol's

@@ -14,9 +14,14 @@
 //
 // The database runs in WAL mode. Its schema is created and upgraded by the
 // embedded migrations (PRAGMA user_version records the version, PRAGMA
-// application_id marks the file as varve's). A file that is not SQLite, or the
-// SQLite database of another application, is refused with an error before
-// anything is written to it. [varve.Position] is {Seq: the event row's INTEGER
+// application_id marks the file as varve's), the first of which (version 4,
+// the baseline) creates the whole schema; its trigger is restored to the
+// package's whenever the file is opened, and a file already up to date is
+// opened without a write. A file that is not SQLite, the SQLite database of
+// another application, a schema newer than the package and one that a
+// development version made before the history was squashed into the baseline
+// (version 1 to 3) are refused with an error before anything is written to
+// the file. [varve.Position] is {Seq: the event row's INTEGER
 // PRIMARY KEY} (Commit is 0). Positions are never reused, also after deletions
 // and across restarts. Every event id of an append is checked against its
 // stream (Features.UniqueEventIDs): an append whose first id is stored is a

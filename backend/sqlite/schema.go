@@ -11,14 +11,68 @@ import (
 	"github.com/varve-go/varve/internal/migrate"
 )
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
+//go:embed migrations/*.sql code/*.sql
+var embedded embed.FS
 
 // applicationID marks a SQLite file as a varve database ('varv').
 const applicationID = 0x76617276
 
 func migrations() ([]migrate.Migration, error) {
-	return migrate.Load(migrationFiles, "migrations")
+	return migrate.Load(embedded, "migrations")
+}
+
+// codeObject is a trigger or view of code/, named by its file: the
+// statement that creates it, as sqlite_schema keeps it (from CREATE to its
+// end, without the semicolon).
+type codeObject struct {
+	kind, name, sql string
+}
+
+// loadCode returns the objects of code/. Each file holds one CREATE
+// TRIGGER or CREATE VIEW of the object its file is named for, after
+// comment lines.
+func loadCode() ([]codeObject, error) {
+	cs, err := migrate.LoadCode(embedded, "code")
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]codeObject, 0, len(cs))
+	for _, c := range cs {
+		o := codeObject{name: strings.TrimSuffix(c.Name, ".sql")}
+		lines := strings.Split(c.SQL, "\n")
+		for len(lines) > 0 && (strings.HasPrefix(lines[0], "--") || strings.TrimSpace(lines[0]) == "") {
+			lines = lines[1:]
+		}
+		o.sql = strings.TrimRight(strings.TrimSpace(strings.Join(lines, "\n")), ";")
+		for _, kind := range []string{"trigger", "view"} {
+			if strings.HasPrefix(o.sql, "CREATE "+strings.ToUpper(kind)+" "+o.name+" ") {
+				o.kind = kind
+			}
+		}
+		if o.kind == "" {
+			return nil, fmt.Errorf("code/%s: want one CREATE TRIGGER or CREATE VIEW %s", c.Name, o.name)
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
+}
+
+// staleCode returns the objects of code that the database lacks or keeps
+// with another statement.
+func staleCode(ctx context.Context, c *conn, code []codeObject) ([]codeObject, error) {
+	var stale []codeObject
+	for _, o := range code {
+		var have string
+		ok, err := c.queryRow(ctx, "SELECT sql FROM sqlite_schema WHERE type = ? AND name = ?",
+			func(v []driver.Value) { have = asString(v[0]) }, o.kind, o.name)
+		if err != nil {
+			return nil, fmt.Errorf("read the %s %s: %w", o.kind, o.name, err)
+		}
+		if !ok || have != o.sql {
+			stale = append(stale, o)
+		}
+	}
+	return stale, nil
 }
 
 // configure checks that the file is empty or a varve database, then sets
@@ -94,20 +148,37 @@ func checkIdentity(ctx context.Context, c *conn, latest int64) (version int64, e
 	return version, nil
 }
 
-// upgrade brings the schema up to date. It refuses a SQLite file of another
-// application and a schema newer than this code.
+// upgrade brings the schema up to date: the migrations it lacks, then the
+// code (code/*.sql) where the file keeps another version of it or none,
+// in one transaction. It refuses a SQLite file of another application, a
+// schema newer than this code and one older than the baseline. A file
+// already up to date is not written.
 func upgrade(ctx context.Context, c *conn) (err error) {
 	ms, err := migrations()
 	if err != nil {
 		return err
 	}
-	latest := ms[len(ms)-1].Version
-	// A file already up to date needs no write lock, which a busy writer of
-	// another process may hold for longer than the busy timeout.
-	if version, err := checkIdentity(ctx, c, latest); err != nil {
+	code, err := loadCode()
+	if err != nil {
 		return err
-	} else if version == latest {
-		return nil
+	}
+	latest := ms[len(ms)-1].Version
+	// What the file lacks, read first without the write lock, which a busy
+	// writer of another process may hold for longer than the busy timeout.
+	todo := func() ([]migrate.Migration, []codeObject, error) {
+		version, err := checkIdentity(ctx, c, latest)
+		if err != nil {
+			return nil, nil, err
+		}
+		pending, err := migrate.Pending(ms, version)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: the file was made by a development version of varve before its schema history was squashed; make a new one", err)
+		}
+		stale, err := staleCode(ctx, c, code)
+		return pending, stale, err
+	}
+	if pending, stale, err := todo(); err != nil || len(pending) == 0 && len(stale) == 0 {
+		return err
 	}
 	if _, err := c.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -117,19 +188,24 @@ func upgrade(ctx context.Context, c *conn) (err error) {
 			_, _ = c.exec(ctx, "ROLLBACK")
 		}
 	}()
-	version, err := checkIdentity(ctx, c, latest)
+	pending, stale, err := todo()
 	if err != nil {
 		return err
 	}
-	for _, m := range ms {
-		if m.Version <= version {
-			continue
-		}
+	for _, m := range pending {
 		if _, err := c.exec(ctx, m.SQL); err != nil {
 			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 		if _, err := c.exec(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
 			return fmt.Errorf("migration %s: set user_version: %w", m.Name, err)
+		}
+	}
+	for _, o := range stale {
+		if _, err := c.exec(ctx, fmt.Sprintf("DROP %s IF EXISTS %s", strings.ToUpper(o.kind), o.name)); err != nil {
+			return fmt.Errorf("code %s: %w", o.name, err)
+		}
+		if _, err := c.exec(ctx, o.sql); err != nil {
+			return fmt.Errorf("code %s: %w", o.name, err)
 		}
 	}
 	if _, err := c.exec(ctx, "COMMIT"); err != nil {
