@@ -18,6 +18,17 @@ func testSnapshots(t *testing.T, f Factory) {
 	if _, ok, err := ss.Load(ctxFor(t), stream); err != nil || ok {
 		t.Fatalf("load of a missing snapshot: ok=%v err=%v", ok, err)
 	}
+	// A system stream's snapshot, of a stream without events (package
+	// subscription keeps what a consumer reads so), as the Store allows.
+	system := varve.Snapshot{Stream: varve.SystemPrefix + prefix(t) + "sys", Version: 1, SchemaVersion: 1, Data: []byte(`{"f":1}`), TakenAt: time.Now().UTC().Truncate(time.Millisecond)}
+	if err := ss.Save(ctxFor(t), system); err != nil {
+		t.Fatalf("save the snapshot of a system stream without events: %v", err)
+	}
+	if got, ok, err := ss.Load(ctxFor(t), system.Stream); err != nil || !ok {
+		t.Fatalf("load the snapshot of a system stream: ok=%v err=%v", ok, err)
+	} else {
+		sameSnapshot(t, "a system stream's snapshot", got, system)
+	}
 	for v := varve.Version(10); v <= 20; v += 10 {
 		want := varve.Snapshot{Stream: stream, Version: v, SchemaVersion: 2, Data: []byte(`{"v":` + string(rune('0'+v/10)) + `}`), TakenAt: time.Now().UTC().Truncate(time.Millisecond)}
 		if err := ss.Save(ctxFor(t), want); err != nil {

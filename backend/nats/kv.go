@@ -126,9 +126,6 @@ func (b *Backend) kvPut(ctx context.Context, name string, slot *jetstream.KeyVal
 // SaveSnapshot implements varve.SnapshotStore: the snapshot replaces the
 // stream's key in the snapshot bucket (one publish).
 func (b *Backend) SaveSnapshot(ctx context.Context, s varve.Snapshot) error {
-	if err := varve.CheckStreamID(s.Stream); err != nil {
-		return err
-	}
 	var at hint // where the snapshot's version is, if this backend knows
 	if h, ok := b.streams.head(s.Stream); ok && h.st.isCommit() && h.first <= s.Version && s.Version <= h.st.version {
 		at = hint{incarnation: h.incarnation(), seq: h.seq, first: h.first}
@@ -145,9 +142,6 @@ func (b *Backend) LoadSnapshot(ctx context.Context, stream string) (varve.Snapsh
 // loadSnapshot reads the stream's snapshot from the bucket, and where it
 // was taken when the process that saved it knew (else a zero hint).
 func (b *Backend) loadSnapshot(ctx context.Context, stream string) (varve.Snapshot, hint, bool, error) {
-	if err := varve.CheckStreamID(stream); err != nil {
-		return varve.Snapshot{}, hint{}, false, err
-	}
 	v, ok, err := b.kvGet(ctx, b.cfg.SnapshotBucket, &b.snaps, encodeID(stream), true)
 	if err != nil || !ok {
 		return varve.Snapshot{}, hint{}, false, err
