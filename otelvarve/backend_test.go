@@ -216,6 +216,33 @@ func TestConsumerLag(t *testing.T) {
 	})
 }
 
+// TestConsumerLagBigEvents: the lag count reads pages of at most
+// subscription.LagPageBytes of event data, and a page that its byte budget
+// cut short does not end the count.
+func TestConsumerLagBigEvents(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
+		tel := newTelemetry(t)
+		s := k.Open(t, varve.Config{})
+		var last varve.Position
+		for i, n := range []int{48 << 10, 48 << 10, 10, 100 << 10, 48 << 10, 5} {
+			res, err := s.Append(t.Context(), "big-"+strconv.Itoa(i), varve.NoStream, varve.NewEvent("T", make([]byte, n)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = res.Position
+		}
+		readable(t, s, last)
+		reg, err := ObserveConsumer("big", s, func() varve.Position { return varve.Start }, tel.opts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reg.Unregister()
+		if lag := sum(t, tel.collect(t), "varve.consumer.lag", map[attribute.Key]string{AttrSubscription: "big"}); lag != 6 {
+			t.Errorf("lag over big events: %d, want 6", lag)
+		}
+	})
+}
+
 type counter struct{ N int }
 
 type incremented struct{}

@@ -41,7 +41,8 @@ const lagPage = 512
 
 // observe measures the lag of a consumer at checkpoint cp: it counts the
 // events of $all after cp, up to the limit, reading the backend under the
-// store's instrumentation so that the count makes no spans of its own.
+// store's instrumentation so that the count makes no spans of its own, in
+// pages of at most subscription.LagPageBytes of event data.
 func (l lagInstruments) observe(ctx context.Context, o metric.Observer, store *varve.Store, cp varve.Position, set metric.MeasurementOption) error {
 	b := Unwrap(store.Backend())
 	var n int
@@ -49,7 +50,7 @@ func (l lagInstruments) observe(ctx context.Context, o metric.Observer, store *v
 	buf := make([]varve.RecordedEvent, 0, min(lagPage, l.limit))
 	for after := cp; n < l.limit; {
 		want := min(lagPage, l.limit-n)
-		page, err := b.ReadAll(ctx, varve.AllQuery{After: after, Limit: want}, buf[:0])
+		page, err := b.ReadAll(ctx, varve.AllQuery{After: after, Limit: want, MaxBytes: subscription.LagPageBytes}, buf[:0])
 		if err != nil {
 			return fmt.Errorf("otelvarve: lag after %s: %w", after, err)
 		}
@@ -57,7 +58,13 @@ func (l lagInstruments) observe(ctx context.Context, o metric.Observer, store *v
 			age = max(time.Since(page[0].RecordedAt).Seconds(), 0)
 		}
 		n += len(page)
-		if len(page) < want {
+		spent := 0
+		for i := range page {
+			spent += page[i].Size()
+		}
+		// A page short of its count ends the log unless its byte budget
+		// ended it.
+		if len(page) < want && spent < subscription.LagPageBytes {
 			break
 		}
 		after = page[len(page)-1].Position
