@@ -49,6 +49,8 @@ type Config struct {
 	// LocalFilter reads every event of the log and filters in the process
 	// instead of pushing the filter down to the backend's filtered reads.
 	// It is slower for a sparse filter; tests use it as the reference.
+	// [Inspect] then counts the version's lag over every event but system
+	// streams' (the subscription it reads records no filter).
 	LocalFilter bool
 	// Checkpoints keeps the checkpoints; nil means the store's own, or
 	// process memory on a backend without them. A projection with a

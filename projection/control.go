@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/subscription"
 )
 
 // The records of a projection's control stream ([ControlStream]) besides
@@ -147,8 +148,8 @@ type VersionInfo struct {
 	// Origin is the head of the log when the version first started: the
 	// events up to it are a replay. Nil before the first start.
 	Origin *varve.Position `json:"origin"`
-	// Lag is the events of $all after the checkpoint, system streams left
-	// out (a projection passes over them), counted up to [MaxInspectLag];
+	// Lag is the events after the checkpoint that the version reads (by
+	// its filter, as its runner recorded it), counted up to [MaxInspectLag];
 	// LagMore is set when there are more.
 	Lag     int64 `json:"lag"`
 	LagMore bool  `json:"lag_more"`
@@ -167,22 +168,19 @@ type VersionInfo struct {
 // MaxInspectLag bounds the events [Inspect] counts behind a checkpoint.
 const MaxInspectLag = 10_000
 
-// countLag counts the events after cp that are not in system streams, up to
-// MaxInspectLag.
-func countLag(ctx context.Context, store *varve.Store, cp varve.Position) (n int64, more bool, err error) {
-	for e, err := range store.ReadAll(ctx, cp) {
-		if err != nil {
-			return n, false, err
-		}
-		if strings.HasPrefix(e.Stream, varve.SystemPrefix) {
-			continue
-		}
-		if n == MaxInspectLag {
-			return n, true, nil
-		}
-		n++
+// countLag counts the events after cp that the version's runner reads
+// (by the filter its subscription recorded: [subscription.Described]), up
+// to MaxInspectLag.
+func countLag(ctx context.Context, store *varve.Store, checkpoint string, cp varve.Position) (int64, bool, error) {
+	d, ok, err := subscription.Described(ctx, store, checkpoint)
+	if err != nil {
+		return 0, false, err
 	}
-	return n, false, nil
+	if !ok {
+		d = subscription.Descriptor{}
+	}
+	n, more, err := subscription.Lag(ctx, store, cp, d, MaxInspectLag)
+	return int64(n), more, err
 }
 
 // Info is what the store knows of a projection: [Inspect] reads it.
@@ -315,7 +313,7 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		if vi.Checkpoint != nil {
 			cp = *vi.Checkpoint
 		}
-		if vi.Lag, vi.LagMore, err = countLag(ctx, store, cp); err != nil {
+		if vi.Lag, vi.LagMore, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
 			return info, fmt.Errorf("projection %q: lag: %w", name, err)
 		}
 		switch {

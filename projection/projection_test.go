@@ -548,3 +548,33 @@ func TestLiveUnderSteadyAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInspectLagByFilter: Inspect counts a version's lag by the filter its
+// runner reads with: events of other categories are no lag (they were
+// before: every event but system streams' counted).
+func TestInspectLagByFilter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *varve.Store, base projection.Config) {
+		rec := newRecorder()
+		r, err := projection.NewRunner(s, projection.Projection{Name: "lagf", Version: 1,
+			Filter: varve.Filter{Categories: []string{"lagf"}}, Handle: rec.handle}, with(base, projection.Config{ControlPoll: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, s, "lagf", "Counted", 2, 1)
+		stop := start(t, r)
+		<-r.Live()
+		waitFor(t, "2 events handled", func() bool { return rec.count() == 2 })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, s, "lagf", "Counted", 3, 2)
+		appendN(t, s, "lagother", "Counted", 4, 2)
+		info, err := projection.Inspect(t.Context(), s, "lagf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Versions) != 1 || info.Versions[0].Lag != 3 || info.Versions[0].LagMore {
+			t.Fatalf("versions %+v: want a lag of 3", info.Versions)
+		}
+	})
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/server"
+	"github.com/varve-go/varve/subscription"
 )
 
 // TestAPI drives every endpoint against every backend: reads, appends with
@@ -566,5 +567,39 @@ func TestLagLimit(t *testing.T) {
 	r = a.want(a.do("GET", "/api/v1/subscriptions?prefix=ne", nil), 200, "list by prefix")
 	if s := r.body["subscriptions"].([]any); len(s) != 1 || s[0].(map[string]any)["name"] != "near" {
 		t.Fatalf("by prefix: %s", r.raw)
+	}
+}
+
+// TestLagByFilter: a consumer's lag counts only the events it reads, by
+// the filter its subscription recorded: a consumer of category order is
+// not behind by a user's events (it was before: every event counted).
+func TestLagByFilter(t *testing.T) {
+	store := teststore.Kinds[0].Open(t, varve.Config{})
+	ctx := t.Context()
+	for _, st := range []string{"order-1", "user-1", "user-2", "order-2", "user-3"} {
+		if _, err := store.Append(ctx, st, varve.Any, varve.NewEvent("E", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, f := range map[string]varve.Filter{"orders": {Categories: []string{"order"}}, "all": {}} {
+		sub, err := subscription.Open(ctx, store, subscription.Config{Name: name, Filter: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.SaveCheckpoint(ctx, varve.Start); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A checkpoint without a recorded filter counts every event but
+	// system streams', as before.
+	if err := store.Checkpoints().Save(ctx, "unknown", varve.Start); err != nil {
+		t.Fatal(err)
+	}
+	a := serve(t, store, server.Config{})
+	for name, want := range map[string]float64{"orders": 2, "all": 5, "unknown": 5} {
+		r := a.want(a.do("GET", "/api/v1/subscriptions/"+name, nil), 200, "consumer "+name)
+		if s := r.body["subscription"].(map[string]any); s["lag"] != want {
+			t.Errorf("lag of %s: %v, want %v", name, s["lag"], want)
+		}
 	}
 }

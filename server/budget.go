@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/subscription"
 )
 
 // budget is the server's byte budget (Config.MaxReadBytes): the event data
@@ -79,7 +80,7 @@ func (s *Server) pageHold() int {
 
 // lagHold is the share a count of lags takes: one page of [Lag] at a time.
 func (s *Server) lagHold() int {
-	return LagPageBytes + s.store.Config().MaxEventSize
+	return subscription.LagPageBytes + s.store.Config().MaxEventSize
 }
 
 // eventEncoder writes events as JSON, one at a time, each followed by a

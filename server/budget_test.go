@@ -357,7 +357,7 @@ func readBuffer(slow bool) []byte {
 // pages on with next (a stream, both directions) or through ($all) until
 // "more" is false, or follows the live tail, gets every event exactly once,
 // in order, with its data, on every page within MaxPageBytes plus one event;
-// a consumer's lag counts them all through pages of LagPageBytes.
+// a consumer's lag counts them all through pages of subscription.LagPageBytes.
 func TestPagesByBytes(t *testing.T) {
 	const pageBytes = 64 << 10
 	sizes := []int{0, 10, 25 << 10, 50 << 10, 256 << 10, 5, 75 << 10, 63 << 10, 1 << 10, 200 << 10, 16 << 10, 16 << 10, 16 << 10, 16 << 10, 16 << 10, 3}
@@ -474,7 +474,7 @@ func TestPagesByBytes(t *testing.T) {
 				})
 			}
 			t.Run("lag", func(t *testing.T) {
-				// Lag reads pages of LagPageBytes: events over it make
+				// subscription.Lag reads pages of LagPageBytes: events over it make
 				// pages of one, and the count reads on past them.
 				if err := store.Checkpoints().Save(ctx, "from-start", varve.Start); err != nil {
 					t.Fatal(err)

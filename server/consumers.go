@@ -9,6 +9,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/subscription"
 )
 
 // MaxConsumers bounds the consumers [Consumers] returns.
@@ -27,9 +28,10 @@ type Consumer struct {
 	// delivery that parked events on a store without checkpoints, or one
 	// whose checkpoint is kept elsewhere).
 	Checkpoint *varve.Position `json:"checkpoint"`
-	// Lag counts the events of $all after the checkpoint that a
-	// subscription delivers (system streams left out), up to the lag
-	// limit; LagMore says there are more.
+	// Lag counts the events after the checkpoint that the consumer reads,
+	// by the filter it recorded ([subscription.Described]; without one,
+	// every event but system streams'), up to the lag limit; LagMore says
+	// there are more.
 	Lag     int  `json:"lag"`
 	LagMore bool `json:"lag_more"`
 	// CaughtUp: nothing the consumer would deliver follows its checkpoint.
@@ -106,7 +108,11 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 		if ok {
 			c.Checkpoint = &pos
 			if lagLimit >= 0 {
-				if c.Lag, c.LagMore, err = Lag(ctx, store, pos, lagLimit); err != nil {
+				d, _, err := subscription.Described(ctx, store, name)
+				if err != nil {
+					return c, nil, err
+				}
+				if c.Lag, c.LagMore, err = subscription.Lag(ctx, store, pos, d, lagLimit); err != nil {
 					return c, nil, err
 				}
 				c.CaughtUp = c.Lag == 0 && !c.LagMore
@@ -127,29 +133,4 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 	}
 	c.Parked = len(parked)
 	return c, parked, nil
-}
-
-// LagPageBytes bounds the event data and metadata of each page [Lag]
-// reads: it needs only positions and stream ids, so a read of $all that
-// counts holds at most this much and one event at a time.
-const LagPageBytes = 64 << 10
-
-// Lag counts the events of $all after pos that a subscription delivers
-// (system streams left out), reading at most limit events; more is set
-// when there are more to read. Its pages hold at most LagPageBytes of
-// event data (and one event, however big).
-func Lag(ctx context.Context, store *varve.Store, pos varve.Position, limit int) (n int, more bool, err error) {
-	read := 0
-	for e, err := range store.ReadAll(ctx, pos, varve.PageSize(max(1, min(limit, 1000))), varve.PageBytes(LagPageBytes)) {
-		if err != nil {
-			return 0, false, err
-		}
-		if read++; read > limit {
-			return n, true, nil
-		}
-		if !strings.HasPrefix(e.Stream, varve.SystemPrefix) {
-			n++
-		}
-	}
-	return n, false, nil
 }

@@ -98,7 +98,7 @@
 //     read one at a time), waiting its turn in order of arrival; it keeps
 //     what it read, gives each event's bytes back once the event is
 //     written, and the rest when done. Counting a consumer's lag takes
-//     LagPageBytes + E the same way. A page request still waiting when its
+//     subscription.LagPageBytes + E the same way. A page request still waiting when its
 //     time runs out gets a 503 "busy"; a live tail waits;
 //   - a response encodes one event at a time, never the page at once, and
 //     only an event it still holds: the events being encoded hold at most

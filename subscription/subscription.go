@@ -145,6 +145,9 @@ func Open(ctx context.Context, store *varve.Store, cfg Config) (*Subscription, e
 	if err := checkConfig(&cfg, store); err != nil {
 		return nil, fmt.Errorf("subscription %q: open: %w", cfg.Name, err)
 	}
+	if err := describe(ctx, store, cfg); err != nil {
+		return nil, fmt.Errorf("subscription %q: open: %w", cfg.Name, err)
+	}
 	s := &Subscription{store: store, cfg: cfg, cps: cfg.Checkpoints, durable: true}
 	if s.cps == nil {
 		if caps := store.Capabilities(); caps.Checkpoints {

@@ -1,0 +1,93 @@
+package subscription_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/subscription"
+)
+
+// TestDescriptorAndLag: Open records what a subscription reads, once per
+// change, and Lag counts by it: a consumer of category order is not behind
+// by other categories' events, system streams', or other segments'.
+func TestDescriptorAndLag(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := open(t, varve.Config{})
+		ctx := t.Context()
+		for i := range 3 {
+			appendN(t, s, fmt.Sprint("order-", i), "Placed", 1)
+		}
+		appendN(t, s, "user-1", "Joined", 5)
+		appendN(t, s, "$parked-x", "Parked", 2)
+		head, err := s.LastPosition(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders := subscription.Config{Name: "orders", Filter: varve.Filter{Categories: []string{"order"}}}
+		var saved []time.Time
+		for range 2 {
+			if _, err := subscription.Open(ctx, s, orders); err != nil {
+				t.Fatal(err)
+			}
+			snap, ok, err := s.Snapshots().Load(ctx, subscription.DescriptorPrefix+"orders")
+			if err != nil || !ok {
+				t.Fatalf("the descriptor's record: %v %v", ok, err)
+			}
+			saved = append(saved, snap.TakenAt)
+		}
+		if !saved[0].Equal(saved[1]) {
+			t.Errorf("a second Open of the same config saved the descriptor again: %v", saved)
+		}
+		if now, err := s.LastPosition(ctx); err != nil || now != head {
+			t.Errorf("the log's head moved from %v to %v (%v): a descriptor is no event", head, now, err)
+		}
+		d, ok, err := subscription.Described(ctx, s, "orders")
+		if err != nil || !ok || len(d.Filter.Categories) != 1 || d.Filter.Categories[0] != "order" {
+			t.Fatalf("described: %+v %v %v", d, ok, err)
+		}
+		types := orders
+		types.Filter = varve.Filter{Types: []string{"Joined"}}
+		if _, err := subscription.Open(ctx, s, types); err != nil {
+			t.Fatal(err)
+		}
+		if d, _, _ = subscription.Described(ctx, s, "orders"); len(d.Filter.Types) != 1 || d.Filter.Categories != nil {
+			t.Fatalf("after a change of filter: %+v", d)
+		}
+		if _, _, err := subscription.Described(ctx, s, "never-opened"); err != nil {
+			t.Fatal(err)
+		}
+		// The log holds only this test's events (a store of its own): 3
+		// orders, 5 user events, 2 parked.
+		seg := subscription.Descriptor{Segment: subscription.SegmentOf("order-0", 4), Segments: 4}
+		wantSeg := 0
+		for _, st := range []string{"order-0", "order-1", "order-2", "user-1", "user-1", "user-1", "user-1", "user-1"} {
+			if subscription.SegmentOf(st, 4) == seg.Segment {
+				wantSeg++
+			}
+		}
+		for _, tc := range []struct {
+			name  string
+			d     subscription.Descriptor
+			limit int
+			want  int
+			more  bool
+		}{
+			{"category", subscription.Descriptor{Filter: varve.Filter{Categories: []string{"order"}}}, 100, 3, false},
+			{"type", subscription.Descriptor{Filter: varve.Filter{Types: []string{"Joined"}}}, 100, 5, false},
+			{"everything but system streams", subscription.Descriptor{}, 100, 8, false},
+			{"with system streams", subscription.Descriptor{SystemStreams: true, Filter: varve.Filter{StreamPrefixes: []string{"$parked-"}}}, 100, 2, false},
+			{"one stream", subscription.Descriptor{Stream: "order-1"}, 100, 1, false},
+			{"a segment", seg, 100, wantSeg, false},
+			{"over the limit", subscription.Descriptor{}, 4, 4, true},
+			{"at the limit", subscription.Descriptor{Filter: varve.Filter{Categories: []string{"order"}}}, 3, 3, false},
+		} {
+			n, more, err := subscription.Lag(ctx, s, varve.Start, tc.d, tc.limit)
+			if err != nil || n != tc.want || more != tc.more {
+				t.Errorf("%s: lag %d (more %v) %v, want %d (more %v)", tc.name, n, more, err, tc.want, tc.more)
+			}
+		}
+	})
+}
