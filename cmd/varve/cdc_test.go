@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/varve-go/varve/internal/pgcluster"
 	"github.com/varve-go/varve/internal/testenv"
 )
@@ -44,19 +46,38 @@ func TestCDCCommands(t *testing.T) {
 	if r := runIn(t, "cdc", "create", "--url", url, "--slot", "cli_cdc", "--publication", "cli_cdc"); !strings.Contains(r.stdout, "slot cli_cdc: exists, kept") {
 		t.Errorf("second create: %s%s", r.stdout, r.stderr)
 	}
-	r = runIn(t, "cdc", "ls", "--url", url, js("ls.json"), "--check", "count<1000000000")
-	results, _ := r.env["results"].([]any)
-	if r.code != exitOK || len(results) != 1 || results[0].(map[string]any)["Name"] != "cli_cdc" {
+	r = runIn(t, "cdc", "ls", "--url", url, js("ls.json"), "--max-retained", "1000000000", "--max-lag", "1000000000")
+	results, _ := r.doc.([]any)
+	if r.code != exitOK || len(results) != 1 {
 		t.Fatalf("ls: exit %d, results %v\n%s", r.code, results, r.stderr)
 	}
-	if r := runIn(t, "cdc", "ls", "--url", url, "--check", "count<0"); r.code != exitFailed {
-		t.Errorf("ls with a check a slot's retained WAL misses: exit %d, want %d", r.code, exitFailed)
+	slot := shape(t, "a slot", results[0], []string{"name", "plugin", "database", "active", "restart_lsn", "confirmed_flush_lsn",
+		"current_lsn", "lag_bytes", "retained_bytes", "wal_status"})
+	if slot["name"] != "cli_cdc" || slot["plugin"] != "pgoutput" {
+		t.Fatalf("ls: %v", slot)
+	}
+	noEnvelope(t, r.doc)
+	// WAL written after the slot is WAL it retains and lags by.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(context.Background(), `CREATE TABLE cli_cdc_wal (n int); INSERT INTO cli_cdc_wal SELECT generate_series(1, 100); DROP TABLE cli_cdc_wal`)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bound := range []string{"--max-retained", "--max-lag"} {
+		r := runIn(t, "cdc", "ls", "--url", url, bound, "0")
+		if r.code != exitFailed || !strings.Contains(r.stderr, "cli_cdc: ") || !strings.Contains(r.stderr, "over "+bound+" 0") {
+			t.Errorf("ls with a slot over %s 0: exit %d, want %d\n%s", bound, r.code, exitFailed, r.stderr)
+		}
 	}
 	if r := runIn(t, "cdc", "drop", "--url", url, "--slot", "cli_cdc", "--publication", "cli_cdc"); r.code != exitOK {
 		t.Fatalf("drop: exit %d\n%s", r.code, r.stderr)
 	}
 	r = runIn(t, "cdc", "ls", "--url", url, js("ls2.json"))
-	if results, _ := r.env["results"].([]any); r.code != exitOK || len(results) != 0 {
+	if results, _ := r.doc.([]any); r.code != exitOK || results == nil || len(results) != 0 {
 		t.Errorf("ls after drop: exit %d, results %v", r.code, results)
 	}
 

@@ -21,23 +21,27 @@ import (
 )
 
 // result is what a run of the CLI left: its exit code, output and the
-// JSON envelope it wrote, if any.
+// JSON it wrote, if any: doc as decoded, env when it is an object (the
+// envelope of a lab command, or an operator command's object).
 type result struct {
 	code           int
 	stdout, stderr string
+	doc            any
 	env            map[string]any
 }
 
 // runIn runs the CLI in this process. With a "--json=" argument it reads
-// the envelope back.
+// the JSON back.
 func runIn(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := execute(context.Background(), args, &out, &errOut)
-	return result{code: code, stdout: out.String(), stderr: errOut.String(), env: readEnvelope(t, args)}
+	r := result{code: code, stdout: out.String(), stderr: errOut.String(), doc: readJSON(t, args)}
+	r.env, _ = r.doc.(map[string]any)
+	return r
 }
 
-func readEnvelope(t *testing.T, args []string) map[string]any {
+func readJSON(t *testing.T, args []string) any {
 	t.Helper()
 	for _, a := range args {
 		if name, ok := strings.CutPrefix(a, "--json="); ok {
@@ -45,11 +49,11 @@ func readEnvelope(t *testing.T, args []string) map[string]any {
 			if err != nil {
 				return nil
 			}
-			var env map[string]any
-			if err := json.Unmarshal(b, &env); err != nil {
+			var doc any
+			if err := json.Unmarshal(b, &doc); err != nil {
 				t.Fatalf("%s is not JSON: %v\n%s", name, err, b)
 			}
-			return env
+			return doc
 		}
 	}
 	return nil
@@ -139,7 +143,9 @@ func signalRun(t *testing.T, sig syscall.Signal, ready string, args ...string) r
 		<-done
 		t.Fatalf("varve %s did not end after SIGINT:\n%s", strings.Join(args, " "), errOut.String())
 	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String(), env: readEnvelope(t, args)}
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String(), doc: readJSON(t, args)}
+	r.env, _ = r.doc.(map[string]any)
+	return r
 }
 
 type syncBuffer struct {

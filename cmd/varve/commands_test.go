@@ -26,6 +26,9 @@ type commandSpec struct {
 	// failing are the arguments of a run on a store that fails: it cannot
 	// be reached, or refuses the run's writes.
 	failing func(t *testing.T) []string
+	// ops marks an operator command: its --json is plain JSON, written
+	// only when it succeeds.
+	ops bool
 }
 
 // fullSQLite is a SQLite store of 11 pages, as large as its own tables: it
@@ -90,17 +93,19 @@ func parkedSpecs(hook string) []commandSpec {
 	// unknown.
 	return []commandSpec{
 		{name: "parked list", args: with("parked", "list"), zero: []string{"--position", "0"}, long: hang("parked", "list"),
-			def: exitUsage, memory: exitFailed, tmp: exitUsage, failing: refused},
+			def: exitUsage, memory: exitFailed, tmp: exitUsage, failing: refused, ops: true},
 		{name: "parked replay", args: with("parked", "replay", "--webhook", hook, "--secret", "k"), zero: []string{"--timeout", "0"},
-			long: hang("parked", "replay", "--webhook", hook, "--secret", "k"), def: exitUsage, memory: exitFailed, tmp: exitUsage, failing: refused},
+			long: hang("parked", "replay", "--webhook", hook, "--secret", "k"), def: exitUsage, memory: exitFailed, tmp: exitUsage, failing: refused, ops: true},
 		{name: "parked skip", args: with("parked", "skip", "--all"), zero: []string{"--position", "0"},
-			long: hang("parked", "skip", "--all"), def: exitUsage, memory: exitFailed, tmp: exitUsage, failing: refused},
+			long: hang("parked", "skip", "--all"), def: exitUsage, memory: exitFailed, tmp: exitUsage, failing: refused, ops: true},
 	}
 }
 
 // TestCommands runs every command with the default store, memory:, a
 // {tmp} SQLite URL, a bad flag, a zero, an interrupt and a failing store,
-// and checks the exit code and the JSON envelope.
+// and checks the exit code and the JSON: a lab command's envelope, an
+// operator command's plain JSON when it succeeds and none when it fails
+// or is interrupted.
 func TestCommands(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer hook.Close()
@@ -146,6 +151,10 @@ func TestCommands(t *testing.T) {
 						}
 						return
 					}
+					if spec.ops {
+						checkOpsJSON(t, r, out)
+						return
+					}
 					checkEnvelope(t, r, spec.name)
 					if r.code == exitFailed && len(r.env["errors"].([]any)) == 0 && !rowsHaveErrors(r.env) {
 						t.Fatalf("exit 1 without an error in the envelope: %v", r.env)
@@ -158,9 +167,32 @@ func TestCommands(t *testing.T) {
 				if r.code != exitInterrupted {
 					t.Fatalf("exit %d after SIGINT, want %d\nstderr: %s", r.code, exitInterrupted, r.stderr)
 				}
+				if spec.ops {
+					checkOpsJSON(t, r, out)
+					return
+				}
 				checkEnvelope(t, r, spec.name)
 			})
 		})
+	}
+}
+
+// checkOpsJSON: an operator command wrote plain JSON when it succeeded,
+// and nothing but its error on stderr otherwise.
+func checkOpsJSON(t *testing.T, r result, out string) {
+	t.Helper()
+	if r.code == exitOK {
+		if r.doc == nil {
+			t.Fatalf("no JSON written\nstderr: %s", r.stderr)
+		}
+		noEnvelope(t, r.doc)
+		return
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatalf("exit %d and a JSON file written", r.code)
+	}
+	if r.code == exitFailed && !strings.Contains(r.stderr, "varve:") {
+		t.Fatalf("exit 1 without an error: %q", r.stderr)
 	}
 }
 

@@ -71,7 +71,6 @@ func TestHTMLReportsRender(t *testing.T) {
 	if _, log := render(t, browser, bad); !consoleProblem.MatchString(log) {
 		t.Fatalf("a console error went unnoticed; chromium logged:\n%s", log)
 	}
-	parked := parkedStore(t, t.TempDir())
 	reports := []struct {
 		name string
 		args []string
@@ -83,7 +82,6 @@ func TestHTMLReportsRender(t *testing.T) {
 			"-w", "1,2,5", "--sink", "http,func,raw-http"}},
 		{"matrix", []string{"matrix", "--store", "memory", "--streams", "100", "--workers", "1,2,4", "--mix", "90/10,50/50", "--duration", "40ms"}},
 		{"soak", []string{"soak", "--store", "memory", "--duration", "600ms", "--interval", "50ms", "--aggregates", "20"}},
-		{"parked", []string{"parked", "list", "--store", parked, "--subscription", "hooks"}},
 	}
 	for _, rep := range reports {
 		t.Run(rep.name, func(t *testing.T) {
@@ -110,7 +108,7 @@ func TestHTMLReportsRender(t *testing.T) {
 			if want, got := strings.Count(string(src), "<svg"), strings.Count(dom, "<svg"); got != want || !strings.Contains(dom, "</html>") {
 				t.Fatalf("chromium's DOM has %d charts, the file %d", got, want)
 			}
-			if rep.name != "parked" && !strings.Contains(dom, "<svg") {
+			if !strings.Contains(dom, "<svg") {
 				t.Fatal("the report has no chart")
 			}
 		})

@@ -4,9 +4,11 @@
 // server), streams and all read streams and $all, subs shows consumers and
 // moves checkpoints, parked lists, replays and skips the events a delivery
 // subscription parked, projections lists projections and pauses, resumes
-// or rebuilds them. Every command shares one flag
-// vocabulary, one JSON envelope and one exit-code contract, which
-// docs/lab.md describes; run `varve help` for the list.
+// or rebuilds them, cdc manages the slots of change data capture. The lab
+// commands share one flag vocabulary (--check, --html, ...) and one JSON
+// envelope; an operator command takes none of the lab's flags and its
+// --json prints plain JSON of what it lists or did. All share one
+// exit-code contract; docs/lab.md describes them, `varve help` lists them.
 package main
 
 import (
@@ -171,10 +173,12 @@ NATS JetStream) with its lab commands, and operates a store with the others: lis
 streams and consumers, tails $all, moves checkpoints, manages the events a delivery
 subscription parked, and serves the HTTP API and web console (varve serve).
 
-Every command shares one vocabulary: --store, -w/--workers, -d/--duration,
--r/--rate, --json, --csv, --html and --check. Exit codes: 0 success; 1 errors in
-the run or a --check not met; 2 bad usage; 130 interrupted (partial results are
-printed). docs/lab.md has the details and the JSON envelope.`,
+The lab commands share one vocabulary: --store, -w/--workers, -d/--duration,
+-r/--rate, --json (the JSON envelope), --csv, --html and --check. The operator
+commands take --store and --json (plain JSON of what they list or did), --csv on a
+listing, and alert with bounds such as subs ls --max-lag N. Exit codes: 0 success;
+1 errors in the run, a --check not met or a --max-* bound exceeded; 2 bad usage;
+130 interrupted. docs/lab.md has the details and the JSON shapes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -198,7 +202,7 @@ printed). docs/lab.md has the details and the JSON envelope.`,
 		}
 		return nil
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetFlagErrorFunc(labFlagError)
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
 	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd())
 	groupCommands(root)

@@ -49,7 +49,9 @@ const opsStoreHelp = `
 postgres://user@host/db?varve_schema=s, nats://host:4222?stream=S&prefix=p, or the
 shorthands postgres and nats ($VARVE_POSTGRES_URL, $VARVE_NATS_URL). The store is
 opened as it is: nothing is created, and a missing file, schema or stream is an error.
-Exit codes: 0 ok, 1 an error or a --check not met, 2 usage, 130 interrupted.`
+--json prints plain JSON of what the command lists or did (docs/lab.md has the shapes).
+Exit codes: 0 ok, 1 an error (nothing printed) or a --max-* bound exceeded, 2 usage,
+130 interrupted.`
 
 // resolveExisting checks --store of an operator command before anything
 // opens: a usage error when it is missing or malformed.
@@ -62,19 +64,6 @@ func resolveExisting(given string) (*lab.Target, error) {
 		return nil, usage(fmt.Errorf("--store: %w", err))
 	}
 	return t, nil
-}
-
-// opsEnvelope starts the envelope of an operator command.
-func opsEnvelope(command string, t *lab.Target, config any) *lab.Envelope {
-	env := lab.NewEnvelope(command)
-	env.Config = config
-	env.Stores = append(env.Stores, t.Info(""))
-	return env
-}
-
-// countRow is the summary row that checks of a listing look at.
-func countRow(store, name, unit string, n int) []lab.Row {
-	return []lab.Row{{Store: store, Name: name, Unit: unit, Count: int64(n), Stopped: "budget"}}
 }
 
 // parsePosition parses a position flag: "start", "end" (last, from the

@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -40,16 +39,16 @@ type parkedFlags struct {
 	store, subscription string
 	streams             []string
 	positions           []string
-	out                 outputs
+	out                 opsOutput
 }
 
-func (p *parkedFlags) register(cmd *cobra.Command, withHTML bool) {
+func (p *parkedFlags) register(cmd *cobra.Command, withCSV bool) {
 	f := cmd.Flags()
 	f.StringVar(&p.store, "store", "", "URL of the store the subscription's dispatcher uses (required; nothing is created)")
 	f.StringVar(&p.subscription, "subscription", "", "subscription name (required)")
 	f.StringSliceVar(&p.streams, "stream", nil, "only the parked events of these streams")
 	f.StringSliceVar(&p.positions, "position", nil, "only the parked events at these positions")
-	p.out.register(f, withHTML)
+	p.out.register(f, withCSV)
 }
 
 // parsed checks the flags before anything opens.
@@ -118,25 +117,6 @@ func knowsSubscription(ctx context.Context, store *varve.Store, name, parkedStre
 	return false, nil
 }
 
-// parkedEnvelope starts the envelope of a parked command.
-func (p *parkedFlags) envelope(command string, t *lab.Target) *lab.Envelope {
-	env := lab.NewEnvelope(command)
-	env.Config = parkedConfig{Subscription: p.subscription, Streams: p.streams, Positions: p.positions}
-	env.Stores = append(env.Stores, t.Info(""))
-	return env
-}
-
-type parkedConfig struct {
-	Subscription string   `json:"subscription"`
-	Streams      []string `json:"streams"`
-	Positions    []string `json:"positions"`
-}
-
-// parkedRow is the summary row that checks of a parked command look at.
-func parkedRow(store, name string, count, errs int) []lab.Row {
-	return []lab.Row{{Store: store, Name: name, Unit: "events", Count: int64(count), Errors: int64(errs), Stopped: "budget"}}
-}
-
 func parkedCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "parked",
@@ -158,8 +138,8 @@ func parkedListCmd() *cobra.Command {
 		Short: "List parked events, oldest first",
 		Long: `list prints the events a subscription's dispatcher parked and that are not
 replayed or skipped, oldest first. It changes nothing in the store, and a
-subscription the store does not know is an error (exit 1).
---check 'count==0' fails (exit 1) when anything is parked.`,
+subscription the store does not know is an error (exit 1). For an alert on parked
+events, see varve subs ls --max-parked.` + opsStoreHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			match, t, err := pf.parse()
@@ -167,7 +147,6 @@ subscription the store does not know is an error (exit 1).
 				return err
 			}
 			ctx := cmd.Context()
-			env := pf.envelope("parked list", t)
 			list := []delivery.ParkedEvent{}
 			store, parked, err := pf.open(ctx, t)
 			if err == nil {
@@ -181,19 +160,10 @@ subscription the store does not know is an error (exit 1).
 					}
 				}
 			}
-			runError(ctx, env, err)
-			env.Results = list
-			return finish(cmd, &pf.out, report{
-				env:  env,
-				rows: parkedRow(t.Label, "parked", len(list), 0),
-				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
-					return printParked(w, list)
-				},
-				html: func(w io.Writer) error { return writeParkedHTML(w, t.Label, pf.subscription, list) },
-				csv:  func(w io.Writer) error { return writeParkedCSV(w, list) },
+			return pf.out.finish(cmd, err, opsResult{
+				value: list,
+				text:  func(w io.Writer) error { return printParked(w, list) },
+				csv:   func(w io.Writer) error { return writeParkedCSV(w, list) },
 			})
 		},
 	}
@@ -223,14 +193,6 @@ func writeParkedCSV(w io.Writer, list []delivery.ParkedEvent) error {
 			strconv.Itoa(pe.Attempts), pe.ParkedAt.Format(time.RFC3339Nano), pe.Reason, pe.Error)
 	}
 	return cw.flush()
-}
-
-func writeParkedHTML(w io.Writer, store, subscription string, list []delivery.ParkedEvent) error {
-	var table strings.Builder
-	if err := printParked(&table, list); err != nil {
-		return err
-	}
-	return lab.WriteTextHTML(w, "varve parked: "+subscription+" on "+store, table.String())
 }
 
 func parkedReplayCmd() *cobra.Command {
@@ -289,46 +251,33 @@ func parkedReplayCmd() *cobra.Command {
 			default:
 				return usagef("give either --webhook (with --secret or VARVE_WEBHOOK_SECRET) or --nats with --subject")
 			}
-			env := pf.envelope("parked replay", t)
 			var res delivery.ReplayResult
 			store, parked, err := pf.open(ctx, t)
 			if err == nil {
 				res, err = parked.Replay(ctx, sink, match)
 				store.Close()
 			}
-			runError(ctx, env, err)
-			type failed struct {
-				Event delivery.ParkedEvent `json:"event"`
-				Error string               `json:"error"`
-			}
-			out := struct {
-				Replayed []delivery.ParkedEvent `json:"replayed"`
-				Failed   []failed               `json:"failed"`
-				Held     int                    `json:"held"`
-			}{Replayed: res.Delivered, Failed: []failed{}, Held: res.Held}
+			out := replayJSON{Replayed: res.Delivered, Failed: []replayFailure{}, Held: res.Held}
 			if out.Replayed == nil {
 				out.Replayed = []delivery.ParkedEvent{}
 			}
 			for _, f := range res.Failed {
-				out.Failed = append(out.Failed, failed{f.Event, lab.Scrub(f.Err.Error())})
+				out.Failed = append(out.Failed, replayFailure{f.Event, lab.Scrub(f.Err.Error())})
 			}
+			var failed error
 			if len(res.Failed) > 0 {
-				env.AddError(fmt.Errorf("%d streams failed to replay; their events stay parked; the first: %s", len(res.Failed), out.Failed[0].Error))
+				failed = fmt.Errorf("%d streams failed to replay; their events stay parked; the first: %s", len(res.Failed), out.Failed[0].Error)
 			}
-			env.Results = out
-			return finish(cmd, &pf.out, report{
-				env:  env,
-				rows: parkedRow(t.Label, "replayed", len(res.Delivered), 0),
+			return pf.out.finish(cmd, err, opsResult{
+				value: out,
 				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
 					fmt.Fprintf(w, "%d replayed, %d failed, %d held behind a failure\n", len(res.Delivered), len(res.Failed), res.Held)
 					for _, f := range out.Failed {
 						fmt.Fprintf(w, "failed: %s@%d (position %v): %s\n", termtext.Escape(f.Event.Stream), f.Event.Version, f.Event.Position, termtext.Escape(f.Error))
 					}
 					return nil
 				},
+				failed: failed,
 			})
 		},
 	}
@@ -340,6 +289,20 @@ func parkedReplayCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats", "", "NATS URL to publish to")
 	f.StringVar(&natsSubject, "subject", "", "NATS subject to publish to")
 	return cmd
+}
+
+// replayJSON is what parked replay --json prints: the events delivered,
+// the first event of each stream that failed (its error), and how many
+// events stay parked behind the failures.
+type replayJSON struct {
+	Replayed []delivery.ParkedEvent `json:"replayed"`
+	Failed   []replayFailure        `json:"failed"`
+	Held     int                    `json:"held"`
+}
+
+type replayFailure struct {
+	Event delivery.ParkedEvent `json:"event"`
+	Error string               `json:"error"`
 }
 
 func parkedSkipCmd() *cobra.Command {
@@ -358,7 +321,6 @@ func parkedSkipCmd() *cobra.Command {
 				return usagef("say which: --stream, --position or --all")
 			}
 			ctx := cmd.Context()
-			env := pf.envelope("parked skip", t)
 			skipped := []delivery.ParkedEvent{}
 			store, parked, err := pf.open(ctx, t)
 			if err == nil {
@@ -367,15 +329,9 @@ func parkedSkipCmd() *cobra.Command {
 				skipped = append(skipped, got...)
 				store.Close()
 			}
-			runError(ctx, env, err)
-			env.Results = skipped
-			return finish(cmd, &pf.out, report{
-				env:  env,
-				rows: parkedRow(t.Label, "skipped", len(skipped), 0),
+			return pf.out.finish(cmd, err, opsResult{
+				value: skipped,
 				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
 					_, werr := fmt.Fprintf(w, "%d skipped\n", len(skipped))
 					return werr
 				},
@@ -383,7 +339,7 @@ func parkedSkipCmd() *cobra.Command {
 			})
 		},
 	}
-	pf.register(cmd, false)
+	pf.register(cmd, true)
 	cmd.Flags().BoolVar(&all, "all", false, "skip every parked event of the subscription")
 	return cmd
 }

@@ -73,63 +73,63 @@ func inspectOne(ctx context.Context, s *varve.Store, t *lab.Target, name string)
 	return info, nil
 }
 
-func projectionRows(store string, infos []projection.Info) []lab.Row {
-	rows := []lab.Row{}
-	for _, p := range infos {
-		for _, v := range p.Versions {
-			rows = append(rows, lab.Row{Store: store, Name: fmt.Sprintf("%s v%d", p.Name, v.Version), Unit: "events behind", Count: v.Lag, Stopped: "budget",
-				Detail: map[string]any{"state": v.State, "current": v.Current, "lag_more": v.LagMore}})
-		}
-	}
-	return rows
-}
-
 func projectionsListCmd() *cobra.Command {
 	var (
 		store string
-		out   outputs
+		out   opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the projections of a store: versions, current one, state, lag, parked events",
 		Long: `list shows each projection with a checkpoint or a control stream: its current version,
 whether it is paused, its events parked, and per version the state and lag (events of
-$all after its checkpoint, system streams left out, counted up to 10,000). The rows that
---check sees are the versions, count being the lag: --check 'count<1000' fails when
-one lags 1,000 events or more.` + projectionsHelp + opsStoreHelp,
+$all after its checkpoint, system streams left out, counted up to 10,000). For an
+alert, --max-lag N exits 1 (after the list, naming each one) when a version of a
+projection lags more than N events, --max-parked N when a projection has more than N
+events parked.` + projectionsHelp + opsStoreHelp,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.validate(); err != nil {
-				return err
-			}
-			t, err := resolveExisting(store)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			env := opsEnvelope("projections list", t, map[string]any{})
-			infos := []projection.Info{}
-			s, err := openStore(ctx, t.URL)
-			if err == nil {
-				infos, err = inspectAll(ctx, s, "")
-				s.Close()
-			}
-			runError(ctx, env, err)
-			env.Results = infos
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: projectionRows(t.Label, infos),
-				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
-					return printProjections(w, infos)
-				},
-			})
-		},
 	}
-	cmd.Flags().StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
-	out.register(cmd.Flags(), false)
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	maxLag := newBound(f, "max-lag", "lag", fmt.Sprintf("exit 1 when a version lags more than this many events (at most %d, as far as lags are counted)", projection.MaxInspectLag))
+	maxParked := newBound(f, "max-parked", "parked", "exit 1 when a projection has more than this many events parked")
+	out.register(f, true)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		if err := maxLag.parse(cmd.Flags(), projection.MaxInspectLag); err != nil {
+			return err
+		}
+		if err := maxParked.parse(cmd.Flags(), maxEvents); err != nil {
+			return err
+		}
+		t, err := resolveExisting(store)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		infos := []projection.Info{}
+		s, err := openStore(ctx, t.URL)
+		if err == nil {
+			infos, err = inspectAll(ctx, s, "")
+			s.Close()
+		}
+		for _, p := range infos {
+			maxParked.check(p.Name, p.Name, p.Parked > maxParked.n, strconv.FormatInt(p.Parked, 10))
+			for _, v := range p.Versions {
+				// A lag is counted up to MaxInspectLag, the bound's
+				// maximum: LagMore is over any bound.
+				maxLag.check(p.Name, fmt.Sprintf("%s v%d", p.Name, v.Version), v.Lag > maxLag.n || v.LagMore, lagOf(v))
+			}
+		}
+		return out.finish(cmd, err, opsResult{
+			value:  infos,
+			text:   func(w io.Writer) error { return printProjections(w, infos) },
+			csv:    func(w io.Writer) error { return writeProjectionsCSV(w, infos) },
+			failed: overBounds(len(infos), "projections", maxLag, maxParked),
+		})
+	}
 	return cmd
 }
 
@@ -178,10 +178,35 @@ func printProjections(w io.Writer, infos []projection.Info) error {
 	return err
 }
 
+// writeProjectionsCSV writes a row per version of each projection; a
+// projection without versions has one row with the version empty.
+func writeProjectionsCSV(w io.Writer, infos []projection.Info) error {
+	cw := newCSV(w)
+	cw.row("name", "paused", "parked", "version", "current", "checkpoint", "origin", "lag", "lag_more", "state", "rebuild_pending")
+	for _, p := range infos {
+		head := []string{p.Name, strconv.FormatBool(p.Paused), strconv.FormatInt(p.Parked, 10)}
+		if len(p.Versions) == 0 {
+			cw.row(append(head, "", "", "", "", "", "", "", "")...)
+		}
+		for _, v := range p.Versions {
+			cp, origin := "", ""
+			if v.Checkpoint != nil {
+				cp = v.Checkpoint.String()
+			}
+			if v.Origin != nil {
+				origin = v.Origin.String()
+			}
+			cw.row(append(head[:3:3], strconv.Itoa(v.Version), strconv.FormatBool(v.Current), cp, origin, strconv.FormatInt(v.Lag, 10),
+				strconv.FormatBool(v.LagMore), v.State, strconv.FormatBool(v.RebuildPending))...)
+		}
+	}
+	return cw.flush()
+}
+
 func projectionsStatusCmd() *cobra.Command {
 	var (
 		store string
-		out   outputs
+		out   opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "status NAME",
@@ -191,7 +216,7 @@ origin (the head of the log when it first started: the events up to it are a rep
 its lag, its state (paused, failed, rebuilding, catching-up or live) and whether a
 rebuild request waits for its runner; the current version; the last failure a runner
 recorded; the events parked. A projection the store does not know is an error
-(exit 1). --check sees one row per version, count being the lag.` + projectionsHelp + opsStoreHelp,
+(exit 1).` + projectionsHelp + opsStoreHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
@@ -206,28 +231,15 @@ recorded; the events parked. A projection the store does not know is an error
 				return err
 			}
 			ctx := cmd.Context()
-			env := opsEnvelope("projections status", t, map[string]any{"projection": name})
 			var info projection.Info
 			s, err := openStore(ctx, t.URL)
 			if err == nil {
 				info, err = inspectOne(ctx, s, t, name)
 				s.Close()
 			}
-			runError(ctx, env, err)
-			env.Results = info
-			var rows []lab.Row
-			if err == nil {
-				rows = projectionRows(t.Label, []projection.Info{info})
-			}
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: rows,
-				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
-					return printStatus(w, info)
-				},
+			return out.finish(cmd, err, opsResult{
+				value: info,
+				text:  func(w io.Writer) error { return printStatus(w, info) },
 			})
 		},
 	}
@@ -265,12 +277,21 @@ func printStatus(w io.Writer, p projection.Info) error {
 	return nil
 }
 
+// requestJSON is what pause, resume and rebuild print with --json: the
+// request appended to the projection's control stream (a rebuild names
+// its version).
+type requestJSON struct {
+	Projection string `json:"projection"`
+	Requested  string `json:"requested"`
+	Version    int    `json:"version,omitempty"`
+}
+
 // projectionsRequestCmd makes pause and resume: a request appended to the
 // control stream of a projection the store knows.
 func projectionsRequestCmd(verb, short string, request func(context.Context, *varve.Store, string) error) *cobra.Command {
 	var (
 		store string
-		out   outputs
+		out   opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   verb + " NAME",
@@ -292,7 +313,6 @@ error (exit 1).` + projectionsHelp + opsStoreHelp,
 				return err
 			}
 			ctx := cmd.Context()
-			env := opsEnvelope("projections "+verb, t, map[string]any{"projection": name})
 			s, err := openStore(ctx, t.URL)
 			if err == nil {
 				if _, err = inspectOne(ctx, s, t, name); err == nil {
@@ -300,15 +320,9 @@ error (exit 1).` + projectionsHelp + opsStoreHelp,
 				}
 				s.Close()
 			}
-			runError(ctx, env, err)
-			env.Results = map[string]any{"projection": name, "requested": verb, "done": err == nil}
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: countRow(t.Label, name, "requests", 1),
+			return out.finish(cmd, err, opsResult{
+				value: requestJSON{Projection: name, Requested: verb},
 				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
 					_, werr := fmt.Fprintf(w, "%s of %s requested\n", verb, termtext.Escape(name))
 					return werr
 				},
@@ -325,7 +339,7 @@ func projectionsRebuildCmd() *cobra.Command {
 		store   string
 		version int
 		yes     bool
-		out     outputs
+		out     opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "rebuild NAME [--version N]",
@@ -356,7 +370,6 @@ an interrupt ends the question at once; --yes skips it.` + projectionsHelp + ops
 				return err
 			}
 			ctx := cmd.Context()
-			env := opsEnvelope("projections rebuild", t, map[string]any{"projection": name, "version": version})
 			rebuild := func() error {
 				s, err := openStore(ctx, t.URL)
 				if err != nil {
@@ -386,19 +399,9 @@ an interrupt ends the question at once; --yes skips it.` + projectionsHelp + ops
 				return projection.Rebuild(ctx, s, name, version)
 			}
 			err = rebuild()
-			var ee *exitError
-			if errors.As(err, &ee) && ee.code == exitUsage {
-				return err
-			}
-			runError(ctx, env, err)
-			env.Results = map[string]any{"projection": name, "version": version, "requested": "rebuild", "done": err == nil}
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: countRow(t.Label, name, "requests", 1),
+			return out.finish(cmd, err, opsResult{
+				value: requestJSON{Projection: name, Requested: "rebuild", Version: version},
 				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
 					_, werr := fmt.Fprintf(w, "rebuild of %s version %d requested\n", termtext.Escape(name), version)
 					return werr
 				},

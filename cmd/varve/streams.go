@@ -33,7 +33,7 @@ func streamsLsCmd() *cobra.Command {
 		store, prefix, after string
 		limit                int
 		system, all          bool
-		out                  outputs
+		out                  opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
@@ -56,7 +56,6 @@ printed (the table's last line says so), or --all prints every page.` + opsStore
 				return err
 			}
 			ctx := cmd.Context()
-			env := opsEnvelope("streams ls", t, map[string]any{"prefix": prefix, "after": after, "limit": limit, "system": system, "all": all})
 			list := []server.Stream{}
 			next := ""
 			s, err := openStore(ctx, t.URL)
@@ -82,18 +81,14 @@ printed (the table's last line says so), or --all prints every page.` + opsStore
 			if errors.Is(err, varve.ErrNotSupported) {
 				err = fmt.Errorf("%s cannot list its streams: %w", t.Label, err)
 			}
-			runError(ctx, env, err)
-			env.Results = list
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: countRow(t.Label, "streams", "streams", len(list)),
-				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
-					return printStreams(w, list, next)
-				},
-				csv: func(w io.Writer) error { return writeStreamsCSV(w, list) },
+			page := streamsJSON{Streams: list}
+			if next != "" {
+				page.Next = &next
+			}
+			return out.finish(cmd, err, opsResult{
+				value: page,
+				text:  func(w io.Writer) error { return printStreams(w, list, next) },
+				csv:   func(w io.Writer) error { return writeStreamsCSV(w, list) },
 			})
 		},
 	}
@@ -104,8 +99,15 @@ printed (the table's last line says so), or --all prints every page.` + opsStore
 	f.IntVar(&limit, "limit", 100, "streams per page")
 	f.BoolVar(&all, "all", false, "print every page, not only the first")
 	f.BoolVar(&system, "system", false, `include system streams ("$parked-...")`)
-	out.register(f, false)
+	out.register(f, true)
 	return cmd
+}
+
+// streamsJSON is what streams ls --json prints, the API's page of
+// streams: next is the id to go on --after, null after the last page.
+type streamsJSON struct {
+	Streams []server.Stream `json:"streams"`
+	Next    *string         `json:"next"`
 }
 
 func state(s server.Stream) string {
@@ -157,7 +159,7 @@ func streamsShowCmd() *cobra.Command {
 		limit     int
 		maxBytes  int
 		backward  bool
-		out       outputs
+		out       opsOutput
 		noMetaOut bool
 	)
 	cmd := &cobra.Command{
@@ -183,7 +185,6 @@ are pretty-printed.` + opsStoreHelp,
 				return err
 			}
 			ctx := cmd.Context()
-			env := opsEnvelope("streams show", t, map[string]any{"stream": id, "from": from, "limit": limit, "backward": backward})
 			var (
 				info   varve.StreamInfo
 				events []varve.RecordedEvent
@@ -215,23 +216,17 @@ are pretty-printed.` + opsStoreHelp,
 				}
 				s.Close()
 			}
-			runError(ctx, env, err)
 			evs := make([]server.Event, len(events))
 			for i, e := range events {
 				evs[i] = server.EventOf(e)
 			}
-			res := map[string]any{"stream": server.StreamOf(info), "events": evs}
+			page := showJSON{Stream: server.StreamOf(info), Events: evs}
 			if next > 0 {
-				res["next"] = next
+				page.Next = &next
 			}
-			env.Results = res
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: countRow(t.Label, id, "events", len(events)),
+			return out.finish(cmd, err, opsResult{
+				value: page,
 				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
 					si := server.StreamOf(info)
 					fmt.Fprintf(w, "stream %s: version %d, last position %s, %s\ncreated %s, updated %s\n\n", termtext.Escape(info.Stream), info.Version,
 						info.LastPosition, state(si), info.CreatedAt.Format(time.RFC3339), info.UpdatedAt.Format(time.RFC3339))
@@ -256,8 +251,17 @@ are pretty-printed.` + opsStoreHelp,
 	f.IntVar(&maxBytes, "max-bytes", defaultShowBytes, "stop the page after the event that takes its data and metadata to this many bytes (at least one event)")
 	f.BoolVar(&backward, "backward", false, "newest first")
 	f.BoolVar(&noMetaOut, "no-metadata", false, "leave the events' metadata out of the table")
-	out.register(f, false)
+	out.register(f, true)
 	return cmd
+}
+
+// showJSON is what streams show --json prints: the stream's info, the
+// page of events (the API's event shape) and, when --max-bytes cut the
+// page, the version the next page starts --from (else null).
+type showJSON struct {
+	Stream server.Stream  `json:"stream"`
+	Events []server.Event `json:"events"`
+	Next   *varve.Version `json:"next"`
 }
 
 func writeEventsCSV(w io.Writer, events []varve.RecordedEvent) error {

@@ -1,18 +1,19 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve"
-	"github.com/varve-go/varve/cmd/varve/internal/lab"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/server"
+	"github.com/varve-go/varve/subscription"
 )
 
 func subsCmd() *cobra.Command {
@@ -31,7 +32,7 @@ func subsLsCmd() *cobra.Command {
 	var (
 		store, prefix string
 		lagLimit      int
-		out           outputs
+		out           opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
@@ -40,58 +41,90 @@ func subsLsCmd() *cobra.Command {
 delivery subscription with parked events, with its checkpoint, its lag (the events of
 $all after the checkpoint that a subscription delivers, counted up to --lag-limit),
 whether it is caught up, and how many of its events are parked. Whether a consumer is
-running, the store does not know. The rows that --check sees are the consumers, count
-being the lag: --check 'count<1000' fails when one lags 1,000 events or more.` + opsStoreHelp,
+running, the store does not know. For an alert, --max-lag N exits 1 (after the list,
+naming each one) when a consumer lags more than N events, --max-parked N when one has
+more than N events parked.` + opsStoreHelp,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.validate(); err != nil {
-				return err
-			}
-			if err := countFlag("lag-limit", lagLimit, 0, maxEvents); err != nil {
-				return err
-			}
-			t, err := resolveExisting(store)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			env := opsEnvelope("subs ls", t, map[string]any{"prefix": prefix, "lag_limit": lagLimit})
-			list := []server.Consumer{}
-			var last varve.Position
-			s, err := openStore(ctx, t.URL)
-			if err == nil {
-				if last, err = s.LastPosition(ctx); err == nil {
-					list, err = server.Consumers(ctx, s, prefix, lagLimit)
-				}
-				s.Close()
-			}
-			runError(ctx, env, err)
-			env.Results = list
-			env.Details = map[string]any{"last_position": last}
-			rows := []lab.Row{}
-			for _, c := range list {
-				rows = append(rows, lab.Row{Store: t.Label, Name: c.Name, Unit: "events behind", Count: int64(c.Lag), Stopped: "budget",
-					Detail: map[string]any{"parked": c.Parked, "lag_more": c.LagMore}})
-			}
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: rows,
-				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
-					return printConsumers(w, list, last, lagLimit)
-				},
-				csv: func(w io.Writer) error { return writeConsumersCSV(w, list) },
-			})
-		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
 	f.StringVar(&prefix, "prefix", "", "only consumers whose names begin with this")
 	f.IntVar(&lagLimit, "lag-limit", server.DefaultLagLimit, "count at most this many events of each lag")
-	out.register(f, false)
+	maxLag := newBound(f, "max-lag", "lag", "exit 1 when a consumer lags more than this many events (counted exactly, whatever --lag-limit)")
+	maxParked := newBound(f, "max-parked", "parked", "exit 1 when a consumer has more than this many events parked")
+	out.register(f, true)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		if err := countFlag("lag-limit", lagLimit, 0, maxEvents); err != nil {
+			return err
+		}
+		if err := maxLag.parse(cmd.Flags(), maxEvents); err != nil {
+			return err
+		}
+		if err := maxParked.parse(cmd.Flags(), maxEvents); err != nil {
+			return err
+		}
+		t, err := resolveExisting(store)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		list := []server.Consumer{}
+		var last varve.Position
+		s, err := openStore(ctx, t.URL)
+		if err == nil {
+			if last, err = s.LastPosition(ctx); err == nil {
+				list, err = server.Consumers(ctx, s, prefix, lagLimit)
+			}
+			for _, c := range list {
+				if err != nil {
+					break
+				}
+				err = checkConsumer(ctx, s, c, lagLimit, maxLag, maxParked)
+			}
+			s.Close()
+		}
+		return out.finish(cmd, err, opsResult{
+			value:  list,
+			text:   func(w io.Writer) error { return printConsumers(w, list, last, lagLimit) },
+			csv:    func(w io.Writer) error { return writeConsumersCSV(w, list) },
+			failed: overBounds(len(list), "consumers", maxLag, maxParked),
+		})
+	}
 	return cmd
+}
+
+// checkConsumer holds c against --max-lag and --max-parked. A lag cut at
+// the --lag-limit of the listing at or below the bound is counted again,
+// up to the bound.
+func checkConsumer(ctx context.Context, s *varve.Store, c server.Consumer, limit int, maxLag, maxParked *bound) error {
+	maxParked.check(c.Name, c.Name, int64(c.Parked) > maxParked.n, strconv.Itoa(c.Parked))
+	if !maxLag.set || c.Checkpoint == nil {
+		return nil
+	}
+	over, shown := int64(c.Lag) > maxLag.n, lagText(c, limit)
+	if !over && c.LagMore {
+		var err error
+		if over, err = lagOver(ctx, s, c.Name, *c.Checkpoint, maxLag.n); err != nil {
+			return err
+		}
+		shown = "> " + strconv.FormatInt(maxLag.n, 10)
+	}
+	maxLag.check(c.Name, c.Name, over, shown)
+	return nil
+}
+
+// lagOver says whether more than n events that subscription name reads
+// (by the filter it recorded) follow pos.
+func lagOver(ctx context.Context, s *varve.Store, name string, pos varve.Position, n int64) (bool, error) {
+	d, _, err := subscription.Described(ctx, s, name)
+	if err != nil {
+		return false, err
+	}
+	_, more, err := subscription.Lag(ctx, s, pos, d, int(min(n, math.MaxInt32)))
+	return more, err
 }
 
 func lagText(c server.Consumer, limit int) string {
@@ -148,7 +181,7 @@ func subsResetCmd() *cobra.Command {
 	var (
 		store, to string
 		yes       bool
-		out       outputs
+		out       opsOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "reset NAME --to POS",
@@ -178,10 +211,7 @@ error (exit 1).` + opsStoreHelp,
 				return err
 			}
 			ctx := cmd.Context()
-			env := opsEnvelope("subs reset", t, map[string]any{"subscription": name, "to": to})
 			var from, target *varve.Position
-			// reset does the work; an error of its goes into the envelope,
-			// but a bad --to is a usage error.
 			reset := func() error {
 				s, err := openStore(ctx, t.URL)
 				if err != nil {
@@ -216,19 +246,9 @@ error (exit 1).` + opsStoreHelp,
 				return nil
 			}
 			err = reset()
-			var ee *exitError
-			if errors.As(err, &ee) && ee.code == exitUsage {
-				return err
-			}
-			runError(ctx, env, err)
-			env.Results = map[string]any{"subscription": name, "from": from, "to": target}
-			return finish(cmd, &out, report{
-				env:  env,
-				rows: countRow(t.Label, name, "checkpoints", 1),
+			return out.finish(cmd, err, opsResult{
+				value: resetJSON{Subscription: name, From: from, To: target},
 				text: func(w io.Writer) error {
-					if err != nil {
-						return nil
-					}
 					_, werr := fmt.Fprintf(w, "checkpoint of %s: %s -> %s\n", termtext.Escape(name), positionText(from), target)
 					return werr
 				},
@@ -241,6 +261,14 @@ error (exit 1).` + opsStoreHelp,
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask")
 	out.register(f, false)
 	return cmd
+}
+
+// resetJSON is what subs reset --json prints: where the checkpoint was
+// (null: none) and where it is now.
+type resetJSON struct {
+	Subscription string          `json:"subscription"`
+	From         *varve.Position `json:"from"`
+	To           *varve.Position `json:"to"`
 }
 
 func positionText(p *varve.Position) string {

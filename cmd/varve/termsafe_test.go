@@ -120,7 +120,6 @@ func TestTerminalSafeOutput(t *testing.T) {
 	parked := []string{"--store", f.url, "--subscription", "hooks"}
 
 	type jsonCheck func(t *testing.T, r result)
-	results := func(r result) any { return r.env["results"] }
 	for _, c := range []struct {
 		name  string
 		args  []string
@@ -135,7 +134,7 @@ func TestTerminalSafeOutput(t *testing.T) {
 		{name: "streams ls csv", args: []string{"streams", "ls", "--store", f.url, "--prefix", "evil-", "--csv"}, csv: true},
 		{name: "streams ls json", args: []string{"streams", "ls", "--store", f.url, "--prefix", "evil-", "--json=" + jsonFile},
 			json: func(t *testing.T, r result) {
-				if got := results(r).([]any)[0].(map[string]any)["stream"]; got != f.stream {
+				if got := r.env["streams"].([]any)[0].(map[string]any)["stream"]; got != f.stream {
 					t.Errorf("stream %q, want %q", got, f.stream)
 				}
 			}},
@@ -143,7 +142,7 @@ func TestTerminalSafeOutput(t *testing.T) {
 		{name: "streams show csv", args: []string{"streams", "show", f.stream, "--store", f.url, "--csv"}, csv: true},
 		{name: "streams show json", args: []string{"streams", "show", f.stream, "--store", f.url, "--json=" + jsonFile},
 			json: func(t *testing.T, r result) {
-				res := results(r).(map[string]any)
+				res := r.env
 				if got := res["stream"].(map[string]any)["stream"]; got != f.stream {
 					t.Errorf("stream %q, want %q", got, f.stream)
 				}
@@ -156,11 +155,11 @@ func TestTerminalSafeOutput(t *testing.T) {
 		{name: "all tail json", args: []string{"all", "tail", "--after", "start", "--no-follow", "--json", "--store", f.url}},
 		{name: "subs ls", args: []string{"subs", "ls", "--store", f.url}, lines: 5},
 		{name: "subs ls csv", args: []string{"subs", "ls", "--store", f.url, "--csv"}, csv: true},
-		{name: "subs ls check", args: []string{"subs", "ls", "--store", f.url, "--check", "count<0"}, code: exitFailed, errLines: 5},
+		{name: "subs ls max-lag", args: []string{"subs", "ls", "--store", f.url, "--max-lag", "0", "--max-parked", "0"}, code: exitFailed, lines: 5, errLines: 4},
 		{name: "subs ls json", args: []string{"subs", "ls", "--store", f.url, "--json=" + jsonFile},
 			json: func(t *testing.T, r result) {
 				var names []string
-				for _, c := range results(r).([]any) {
+				for _, c := range r.doc.([]any) {
 					names = append(names, c.(map[string]any)["name"].(string))
 				}
 				if !strings.Contains(strings.Join(names, "\x00"), f.checkpoint) {
@@ -171,7 +170,7 @@ func TestTerminalSafeOutput(t *testing.T) {
 		{name: "parked list csv", args: append([]string{"parked", "list", "--csv"}, parked...), csv: true},
 		{name: "parked list json", args: append([]string{"parked", "list", "--json=" + jsonFile}, parked...),
 			json: func(t *testing.T, r result) {
-				pe := results(r).([]any)[0].(map[string]any)
+				pe := r.doc.([]any)[0].(map[string]any)
 				want := f.parked[0]
 				if pe["stream"] != want.Stream || pe["type"] != want.Type || pe["reason"] != want.Reason || pe["error"] != want.Error {
 					t.Errorf("parked %v, want %+v", pe, want)
@@ -183,7 +182,7 @@ func TestTerminalSafeOutput(t *testing.T) {
 		{name: "projections status", args: []string{"projections", "status", f.projection, "--store", f.url}},
 		{name: "projections status json", args: []string{"projections", "status", f.projection, "--store", f.url, "--json=" + jsonFile},
 			json: func(t *testing.T, r result) {
-				res := results(r).(map[string]any)
+				res := r.env
 				if res["name"] != f.projection || res["failure"].(map[string]any)["error"] != f.failure {
 					t.Errorf("status %v, want name %q, failure %q", res, f.projection, f.failure)
 				}

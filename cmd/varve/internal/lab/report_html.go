@@ -168,9 +168,3 @@ func WriteLoadtestHTML(w io.Writer, rs []LoadtestResult) error {
 	}
 	return page{Title: "varve loadtest: " + strings.Join(stores, ", "), Lines: lines, Charts: charts, Pre: text.String()}.write(w)
 }
-
-// WriteTextHTML writes a self-contained page that shows text, such as a
-// command's table.
-func WriteTextHTML(w io.Writer, title, text string) error {
-	return page{Title: title, Pre: text}.write(w)
-}
