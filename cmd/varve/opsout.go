@@ -59,33 +59,16 @@ func (o *opsOutput) finish(cmd *cobra.Command, err error, res opsResult) error {
 	if err != nil {
 		return err
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	var werr []error
-	write := func(dest, what string, fn func(io.Writer) error) {
-		if dest == "" || fn == nil {
-			return
-		}
-		if dest == "-" {
-			if err := fn(stdout); err != nil {
-				werr = append(werr, fmt.Errorf("%s: %w", what, err))
-			}
-			return
-		}
-		if err := writeFile(dest, fn); err != nil {
-			werr = append(werr, fmt.Errorf("%s %s: %w", what, dest, err))
-			return
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", dest)
-	}
-	write(o.json, "json", func(w io.Writer) error { return writeJSON(w, res.value) })
-	write(o.csv, "csv", res.csv)
+	out := &writes{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+	out.write(o.json, "json", func(w io.Writer) error { return writeJSON(w, res.value) })
+	out.write(o.csv, "csv", res.csv)
 	if o.json != "-" && o.csv != "-" && res.text != nil {
-		if err := res.text(stdout); err != nil {
-			werr = append(werr, fmt.Errorf("print: %w", err))
+		if err := res.text(out.stdout); err != nil {
+			out.errs = append(out.errs, fmt.Errorf("print: %w", err))
 		}
 	}
-	if len(werr) > 0 {
-		return &exitError{code: exitFailed, err: errors.Join(werr...)}
+	if len(out.errs) > 0 {
+		return &exitError{code: exitFailed, err: errors.Join(out.errs...)}
 	}
 	if res.failed != nil {
 		return &exitError{code: exitFailed, err: res.failed}

@@ -108,48 +108,31 @@ func finish(cmd *cobra.Command, o *outputs, r report) error {
 		env.ExitCode = exitOK
 	}
 
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	var werr []error
-	write := func(dest string, what string, fn func(io.Writer) error) {
-		if dest == "" || fn == nil {
-			return
-		}
-		if dest == "-" {
-			if err := fn(stdout); err != nil {
-				werr = append(werr, fmt.Errorf("%s: %w", what, err))
-			}
-			return
-		}
-		if err := writeFile(dest, fn); err != nil {
-			werr = append(werr, fmt.Errorf("%s %s: %w", what, dest, err))
-			return
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", dest)
-	}
+	out := &writes{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
 	csvFn := r.csv
 	if csvFn == nil {
 		csvFn = func(w io.Writer) error { return env.WriteRowsCSV(w, rows) }
 	}
-	write(o.html, "html report", r.html)
-	write(o.json, "json", env.WriteJSON)
-	write(o.csv, "csv", csvFn)
+	out.write(o.html, "html report", r.html)
+	out.write(o.json, "json", env.WriteJSON)
+	out.write(o.csv, "csv", csvFn)
 	if o.json != "-" && o.csv != "-" && r.text != nil {
-		if err := r.text(stdout); err != nil {
-			werr = append(werr, fmt.Errorf("print: %w", err))
+		if err := r.text(out.stdout); err != nil {
+			out.errs = append(out.errs, fmt.Errorf("print: %w", err))
 		}
 	}
 	for _, c := range env.Checks {
 		if c.Passed {
-			fmt.Fprintf(stderr, "check %s: ok\n", c.Check)
+			fmt.Fprintf(out.stderr, "check %s: ok\n", c.Check)
 			continue
 		}
-		fmt.Fprintf(stderr, "check %s: FAILED\n", c.Check)
+		fmt.Fprintf(out.stderr, "check %s: FAILED\n", c.Check)
 		for _, f := range c.Failures {
-			fmt.Fprintf(stderr, "  %s\n", termtext.Escape(f))
+			fmt.Fprintf(out.stderr, "  %s\n", termtext.Escape(f))
 		}
 	}
-	if len(werr) > 0 {
-		return &exitError{code: exitFailed, err: errors.Join(werr...)}
+	if len(out.errs) > 0 {
+		return &exitError{code: exitFailed, err: errors.Join(out.errs...)}
 	}
 	switch env.ExitCode {
 	case exitInterrupted:
@@ -209,4 +192,30 @@ func (c csvWriter) row(fields ...string) {
 func (c csvWriter) flush() error {
 	c.w.Flush()
 	return c.w.Error()
+}
+
+// writes writes a command's outputs, each to stdout ("-") or to a file,
+// and collects what failed.
+type writes struct {
+	stdout, stderr io.Writer
+	errs           []error
+}
+
+// write writes fn's output, what it is, to dest; an empty dest or a nil fn
+// writes nothing.
+func (o *writes) write(dest, what string, fn func(io.Writer) error) {
+	if dest == "" || fn == nil {
+		return
+	}
+	if dest == "-" {
+		if err := fn(o.stdout); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("%s: %w", what, err))
+		}
+		return
+	}
+	if err := writeFile(dest, fn); err != nil {
+		o.errs = append(o.errs, fmt.Errorf("%s %s: %w", what, dest, err))
+		return
+	}
+	fmt.Fprintf(o.stderr, "wrote %s\n", dest)
 }
