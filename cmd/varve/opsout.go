@@ -140,7 +140,7 @@ func overBounds(n int, noun string, bounds ...*bound) error {
 	if len(over) == 1 {
 		verb = "is"
 	}
-	head := fmt.Errorf("%d of the %d %s listed %s over a bound:", len(over), n, noun, verb)
+	head := fmt.Errorf("%d of the %d %s listed %s over a bound", len(over), n, noun, verb)
 	return errors.Join(append([]error{head}, lines...)...)
 }
 
