@@ -25,14 +25,14 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	defer h.done()
-	list, err := Consumers(r.Context(), s.store, q.Get("prefix"), s.cfg.LagLimit)
+	list, err := delivery.Consumers(r.Context(), s.store, q.Get("prefix"), s.cfg.LagLimit)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"subscriptions": list,
 		"last_position": last,
-		"truncated":     len(list) == MaxConsumers,
+		"truncated":     len(list) == delivery.MaxConsumers,
 		"lag_limit":     s.cfg.LagLimit,
 	})
 }
@@ -62,10 +62,10 @@ func (s *Server) subscription(w http.ResponseWriter, r *http.Request) error {
 
 // known inspects the consumer of the request's path, which the store must
 // know (404 otherwise); withLag says whether to count its lag.
-func (s *Server) known(r *http.Request, withLag bool) (Consumer, []delivery.ParkedEvent, error) {
+func (s *Server) known(r *http.Request, withLag bool) (delivery.Consumer, []delivery.ParkedEvent, error) {
 	name := r.PathValue("name")
 	if err := varve.CheckName(name); err != nil {
-		return Consumer{}, nil, badRequest("subscription name %q: %v", name, err)
+		return delivery.Consumer{}, nil, badRequest("subscription name %q: %v", name, err)
 	}
 	limit := s.cfg.LagLimit
 	if !withLag {
@@ -73,12 +73,12 @@ func (s *Server) known(r *http.Request, withLag bool) (Consumer, []delivery.Park
 	} else {
 		h, err := s.budget.take(r.Context(), s.lagHold())
 		if err != nil {
-			return Consumer{}, nil, err
+			return delivery.Consumer{}, nil, err
 		}
 		defer h.done()
 	}
-	c, parked, err := InspectConsumer(r.Context(), s.store, name, limit)
-	if errors.Is(err, ErrUnknownConsumer) {
+	c, parked, err := delivery.InspectConsumer(r.Context(), s.store, name, limit)
+	if errors.Is(err, delivery.ErrUnknownConsumer) {
 		err = &apiError{status: http.StatusNotFound, code: "unknown_subscription", msg: err.Error()}
 	}
 	return c, parked, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
+	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/server"
 	"github.com/varve-go/varve/subscription"
 )
@@ -71,12 +72,12 @@ more than N events parked.` + opsStoreHelp,
 			return err
 		}
 		ctx := cmd.Context()
-		list := []server.Consumer{}
+		list := []delivery.Consumer{}
 		var last varve.Position
 		s, err := openStore(ctx, t.URL)
 		if err == nil {
 			if last, err = s.LastPosition(ctx); err == nil {
-				list, err = server.Consumers(ctx, s, prefix, lagLimit)
+				list, err = delivery.Consumers(ctx, s, prefix, lagLimit)
 			}
 			for _, c := range list {
 				if err != nil {
@@ -99,7 +100,7 @@ more than N events parked.` + opsStoreHelp,
 // checkConsumer holds c against --max-lag and --max-parked. A lag cut at
 // the --lag-limit of the listing at or below the bound is counted again,
 // up to the bound.
-func checkConsumer(ctx context.Context, s *varve.Store, c server.Consumer, limit int, maxLag, maxParked *bound) error {
+func checkConsumer(ctx context.Context, s *varve.Store, c delivery.Consumer, limit int, maxLag, maxParked *bound) error {
 	maxParked.check(c.Name, c.Name, int64(c.Parked) > maxParked.n, strconv.Itoa(c.Parked))
 	if !maxLag.set || c.Checkpoint == nil {
 		return nil
@@ -127,7 +128,7 @@ func lagOver(ctx context.Context, s *varve.Store, name string, pos varve.Positio
 	return more, err
 }
 
-func lagText(c server.Consumer, limit int) string {
+func lagText(c delivery.Consumer, limit int) string {
 	switch {
 	case c.Checkpoint == nil:
 		return "-"
@@ -137,7 +138,7 @@ func lagText(c server.Consumer, limit int) string {
 	return strconv.Itoa(c.Lag)
 }
 
-func consumerState(c server.Consumer) string {
+func consumerState(c delivery.Consumer) string {
 	switch {
 	case c.Checkpoint == nil:
 		return "no checkpoint"
@@ -147,7 +148,7 @@ func consumerState(c server.Consumer) string {
 	return "behind"
 }
 
-func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, limit int) error {
+func printConsumers(w io.Writer, list []delivery.Consumer, last varve.Position, limit int) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCHECKPOINT\tLAG\tSTATE\tPARKED")
 	for _, c := range list {
@@ -164,7 +165,7 @@ func printConsumers(w io.Writer, list []server.Consumer, last varve.Position, li
 	return err
 }
 
-func writeConsumersCSV(w io.Writer, list []server.Consumer) error {
+func writeConsumersCSV(w io.Writer, list []delivery.Consumer) error {
 	cw := newCSV(w)
 	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked")
 	for _, c := range list {
@@ -218,7 +219,7 @@ error (exit 1).` + opsStoreHelp,
 					return err
 				}
 				defer s.Close()
-				c, _, err := server.InspectConsumer(ctx, s, name, -1)
+				c, _, err := delivery.InspectConsumer(ctx, s, name, -1)
 				if err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/varve-go/varve"
-	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -61,12 +60,12 @@ func Consumers(ctx context.Context, store *varve.Store, prefix string, lagLimit 
 		}
 	}
 	if ls := store.Streams(); store.Capabilities().ListStreams {
-		page, err := ls.List(ctx, varve.ListQuery{Prefix: delivery.ParkedStreamPrefix + prefix, Limit: MaxConsumers}, true)
+		page, err := ls.List(ctx, varve.ListQuery{Prefix: ParkedStreamPrefix + prefix, Limit: MaxConsumers}, true)
 		if err != nil {
 			return nil, err
 		}
 		for _, info := range page.Streams {
-			seen[strings.TrimPrefix(info.Stream, delivery.ParkedStreamPrefix)] = true
+			seen[strings.TrimPrefix(info.Stream, ParkedStreamPrefix)] = true
 		}
 	}
 	names := make([]string, 0, len(seen))
@@ -89,7 +88,7 @@ func Consumers(ctx context.Context, store *varve.Store, prefix string, lagLimit 
 // InspectConsumer returns what the store knows of the consumer name and
 // its parked events, oldest first; [ErrUnknownConsumer] when it knows
 // nothing. lagLimit is as for [Consumers].
-func InspectConsumer(ctx context.Context, store *varve.Store, name string, lagLimit int) (Consumer, []delivery.ParkedEvent, error) {
+func InspectConsumer(ctx context.Context, store *varve.Store, name string, lagLimit int) (Consumer, []ParkedEvent, error) {
 	c, parked, err := inspect(ctx, store, name, lagLimit)
 	if err == nil && c.Checkpoint == nil && !c.parkedStream {
 		err = fmt.Errorf("subscription %q: %w: the store has no checkpoint of that name and nothing was ever parked for it", name, ErrUnknownConsumer)
@@ -97,8 +96,8 @@ func InspectConsumer(ctx context.Context, store *varve.Store, name string, lagLi
 	return c, parked, err
 }
 
-func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int) (Consumer, []delivery.ParkedEvent, error) {
-	p := delivery.NewParked(store, name)
+func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int) (Consumer, []ParkedEvent, error) {
+	p := NewParked(store, name)
 	c := Consumer{Name: name, ParkedStream: p.Stream()}
 	if cps := store.Checkpoints(); store.Capabilities().Checkpoints {
 		pos, ok, err := cps.Load(ctx, name)
@@ -124,7 +123,7 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 	} else if !errors.Is(err, varve.ErrStreamNotFound) {
 		return c, nil, err
 	}
-	var parked []delivery.ParkedEvent
+	var parked []ParkedEvent
 	if c.parkedStream {
 		var err error
 		if parked, err = p.List(ctx); err != nil {
