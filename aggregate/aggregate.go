@@ -47,7 +47,7 @@ func (a *Aggregate[T]) Version() varve.Version { return a.version }
 func (a *Aggregate[T]) Pending() int { return len(a.pending) }
 
 // Raise records events and applies them to the state, in order. Each event
-// must be of a type registered in the repository's [Registry] (a value or a
+// must be of a type registered in the repository's [schema.Registry] (a value or a
 // pointer to one); it is encoded now, so an unknown type or an encoding
 // failure is reported here and nothing of the call is kept.
 func (a *Aggregate[T]) Raise(events ...any) error {

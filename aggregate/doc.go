@@ -8,11 +8,11 @@
 //
 // An aggregate of kind T lives in the stream Category-id. Its state is a T
 // that changes only through events: a command calls [Aggregate.Raise], which
-// encodes each event with the [Codec] (JSON by default) under the name it
-// was given in the [Registry], and passes it to the pure function
+// encodes each event with the [schema.Codec] (JSON by default) under the name it
+// was given in the [schema.Registry], and passes it to the pure function
 // Definition.Apply, which returns the next state. Loading replays the same
 // function over the stored events. A stored event whose type is not in the
-// registry fails the load with [ErrUnknownEventType] (a
+// registry fails the load with [schema.ErrUnknownEventType] (a
 // [*schema.UnknownTypeError] that names the type); so does raising one.
 //
 // The registry is package schema's, which projections use too: events

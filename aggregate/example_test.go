@@ -8,6 +8,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/schema"
 )
 
 type Counter struct{ N int }
@@ -19,8 +20,8 @@ func Example() {
 	store, _ := varve.New(memory.New(), varve.Config{})
 	defer store.Close()
 
-	events := aggregate.NewRegistry()
-	aggregate.Register[Incremented](events, "Incremented")
+	events := schema.NewRegistry()
+	schema.Register[Incremented](events, "Incremented")
 	counters, err := aggregate.New(store, aggregate.Definition[Counter]{
 		Category: "counter",
 		Events:   events,
@@ -62,15 +63,15 @@ func Example() {
 }
 
 func ExampleRegister() {
-	events := aggregate.NewRegistry()
-	aggregate.Register[Incremented](events, "Incremented")
+	events := schema.NewRegistry()
+	schema.Register[Incremented](events, "Incremented")
 
 	name, _ := events.Name(Incremented{By: 1})
 	fmt.Println(name)
-	e, _ := events.Decode(aggregate.JSON{}, "Incremented", []byte(`{"By":5}`))
+	e, _ := events.Decode(schema.JSON{}, "Incremented", []byte(`{"By":5}`))
 	fmt.Printf("%#v\n", e)
-	_, err := events.Decode(aggregate.JSON{}, "Reset", []byte(`{}`))
-	fmt.Println(errors.Is(err, aggregate.ErrUnknownEventType), err)
+	_, err := events.Decode(schema.JSON{}, "Reset", []byte(`{}`))
+	fmt.Println(errors.Is(err, schema.ErrUnknownEventType), err)
 	// Output:
 	// Incremented
 	// aggregate_test.Incremented{By:5}
@@ -84,8 +85,8 @@ func ExampleCausedBy() {
 	ctx := context.Background()
 	store, _ := varve.New(memory.New(), varve.Config{})
 	defer store.Close()
-	events := aggregate.NewRegistry()
-	aggregate.Register[Incremented](events, "Incremented")
+	events := schema.NewRegistry()
+	schema.Register[Incremented](events, "Incremented")
 	counters, _ := aggregate.New(store, aggregate.Definition[Counter]{
 		Category: "counter",
 		Events:   events,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
+	"github.com/varve-go/varve/schema"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -128,10 +129,10 @@ type Withdrawn struct {
 
 var errInsufficient = errors.New("insufficient funds")
 
-var accountEvents = func() *aggregate.Registry {
-	r := aggregate.NewRegistry()
-	aggregate.Register[Deposited](r, "Deposited")
-	aggregate.Register[Withdrawn](r, "Withdrawn")
+var accountEvents = func() *schema.Registry {
+	r := schema.NewRegistry()
+	schema.Register[Deposited](r, "Deposited")
+	schema.Register[Withdrawn](r, "Withdrawn")
 	return r
 }()
 
@@ -207,9 +208,9 @@ type ItemAdded struct {
 	Item string `json:"item"`
 }
 
-var cartEvents = func() *aggregate.Registry {
-	r := aggregate.NewRegistry()
-	aggregate.Register[ItemAdded](r, "ItemAdded")
+var cartEvents = func() *schema.Registry {
+	r := schema.NewRegistry()
+	schema.Register[ItemAdded](r, "ItemAdded")
 	return r
 }()
 

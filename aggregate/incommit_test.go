@@ -9,6 +9,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/schema"
 )
 
 // requestCounter is a backend that counts its server round trips (NATS).
@@ -82,7 +83,7 @@ func TestSnapshotsInCommits(t *testing.T) {
 				for range 3 {
 					mustExecute(t, r, "b", deposit(5))
 				}
-				ev, _, err := accountEvents.Encode(aggregate.JSON{}, Deposited{Amount: 5})
+				ev, _, err := accountEvents.Encode(schema.JSON{}, Deposited{Amount: 5})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -173,7 +174,7 @@ func TestSnapshotsInCommits(t *testing.T) {
 }
 
 // stateFails is JSON that cannot encode an Account (a state), only events.
-type stateFails struct{ aggregate.JSON }
+type stateFails struct{ schema.JSON }
 
 func (c stateFails) Marshal(v any) ([]byte, error) {
 	if _, ok := v.(Account); ok {

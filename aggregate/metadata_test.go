@@ -19,8 +19,8 @@ import (
 func TestMetadata(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, env *env) {
 		ctx := context.Background()
-		events := aggregate.NewRegistry()
-		aggregate.Register[Incremented](events, "Incremented")
+		events := schema.NewRegistry()
+		schema.Register[Incremented](events, "Incremented")
 		schema.RegisterVersion[Credited](events, "Credited", 2)
 		repo, err := aggregate.New(env.store, aggregate.Definition[int64]{Category: env.cat, Events: events,
 			Apply: func(n int64, e any) int64 {

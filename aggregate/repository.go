@@ -12,6 +12,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/schema"
 )
 
 // Definition describes one kind of aggregate.
@@ -33,9 +34,9 @@ type Definition[T any] struct {
 	// are shared with the cache.
 	Apply func(state T, event any) T
 	// Events maps the aggregate's event types to their stored names.
-	Events *Registry
-	// Codec encodes events and snapshots; nil means [JSON].
-	Codec Codec
+	Events *schema.Registry
+	// Codec encodes events and snapshots; nil means [schema.JSON].
+	Codec schema.Codec
 	// SchemaVersion is the version of T's encoding in snapshots. Change it
 	// whenever the encoding of T changes: snapshots written with another
 	// schema version are ignored and the state is rebuilt from the events.
@@ -123,7 +124,7 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 		return nil, fmt.Errorf("aggregate: new repository %q: events: %w", def.Category, err)
 	}
 	if def.Codec == nil {
-		def.Codec = JSON{}
+		def.Codec = schema.JSON{}
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts

@@ -14,6 +14,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/schema"
 )
 
 func TestLoadSaveRoundTrip(t *testing.T) {
@@ -99,7 +100,7 @@ func TestUnknownEventTypes(t *testing.T) {
 		type Closed struct{}
 		for _, ev := range []any{Closed{}, nil, (*Deposited)(nil), "text"} {
 			err := a.Raise(Deposited{Amount: 1}, ev)
-			if !errors.Is(err, aggregate.ErrUnknownEventType) {
+			if !errors.Is(err, schema.ErrUnknownEventType) {
 				t.Fatalf("raise %T: %v, want ErrUnknownEventType", ev, err)
 			}
 			if a.Pending() != 0 || a.State() != (Account{}) {
@@ -116,7 +117,7 @@ func TestUnknownEventTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = r.Load(ctxFor(t), "u")
-		if !errors.Is(err, aggregate.ErrUnknownEventType) || !strings.Contains(err.Error(), `"AccountFrozen"`) || !strings.Contains(err.Error(), "version 2") {
+		if !errors.Is(err, schema.ErrUnknownEventType) || !strings.Contains(err.Error(), `"AccountFrozen"`) || !strings.Contains(err.Error(), "version 2") {
 			t.Fatalf("load with an unknown stored type: %v", err)
 		}
 	})
@@ -124,16 +125,16 @@ func TestUnknownEventTypes(t *testing.T) {
 
 func TestRegisterPanicsOnMisuse(t *testing.T) {
 	t.Parallel()
-	for name, f := range map[string]func(r *aggregate.Registry){
-		"empty name":   func(r *aggregate.Registry) { aggregate.Register[Deposited](r, "") },
-		"pointer type": func(r *aggregate.Registry) { aggregate.Register[*Deposited](r, "D") },
-		"duplicate name": func(r *aggregate.Registry) {
-			aggregate.Register[Deposited](r, "X")
-			aggregate.Register[Withdrawn](r, "X")
+	for name, f := range map[string]func(r *schema.Registry){
+		"empty name":   func(r *schema.Registry) { schema.Register[Deposited](r, "") },
+		"pointer type": func(r *schema.Registry) { schema.Register[*Deposited](r, "D") },
+		"duplicate name": func(r *schema.Registry) {
+			schema.Register[Deposited](r, "X")
+			schema.Register[Withdrawn](r, "X")
 		},
-		"duplicate type": func(r *aggregate.Registry) {
-			aggregate.Register[Deposited](r, "X")
-			aggregate.Register[Deposited](r, "Y")
+		"duplicate type": func(r *schema.Registry) {
+			schema.Register[Deposited](r, "X")
+			schema.Register[Deposited](r, "Y")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -142,7 +143,7 @@ func TestRegisterPanicsOnMisuse(t *testing.T) {
 					t.Fatal("no panic")
 				}
 			}()
-			f(aggregate.NewRegistry())
+			f(schema.NewRegistry())
 		})
 	}
 }
@@ -153,7 +154,7 @@ type upperCodec struct{ calls atomic.Int64 }
 
 func (c *upperCodec) Marshal(v any) ([]byte, error) {
 	c.calls.Add(1)
-	b, err := aggregate.JSON{}.Marshal(v)
+	b, err := schema.JSON{}.Marshal(v)
 	return append([]byte("U:"), b...), err
 }
 
@@ -163,7 +164,7 @@ func (c *upperCodec) Unmarshal(data []byte, v any) error {
 	if !ok {
 		return errors.New("not written by upperCodec")
 	}
-	return aggregate.JSON{}.Unmarshal([]byte(rest), v)
+	return schema.JSON{}.Unmarshal([]byte(rest), v)
 }
 
 func TestPluggableCodec(t *testing.T) {

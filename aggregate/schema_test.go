@@ -24,7 +24,7 @@ type Credited struct {
 func TestSchemaEvolution(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, env *env) {
 		ctx := context.Background()
-		events := aggregate.NewRegistry()
+		events := schema.NewRegistry()
 		schema.RegisterVersion[Credited](events, "Credited", 2)
 		events.Alias("Paid", "Credited")
 		events.Upcast("Credited", 1, func(data []byte) ([]byte, error) {
@@ -68,12 +68,12 @@ func TestSchemaEvolution(t *testing.T) {
 		}
 		_, err = repo.Load(ctx, "2")
 		var unknown *schema.UnknownTypeError
-		if !errors.Is(err, aggregate.ErrUnknownEventType) || !errors.As(err, &unknown) || unknown.Type != "Refunded" {
+		if !errors.Is(err, schema.ErrUnknownEventType) || !errors.As(err, &unknown) || unknown.Type != "Refunded" {
 			t.Fatalf("load of an unknown type: %v", err)
 		}
 
-		bad := aggregate.NewRegistry()
-		aggregate.Register[Credited](bad, "Credited")
+		bad := schema.NewRegistry()
+		schema.Register[Credited](bad, "Credited")
 		bad.Alias("Paid", "Settled")
 		def.Events = bad
 		if _, err := aggregate.New(env.store, def, aggregate.Config{}); !errors.Is(err, varve.ErrInvalidArgument) {

@@ -14,6 +14,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/schema"
 )
 
 // TestSpansAndMetrics: an append of two events, a conflicting append, a
@@ -253,8 +254,8 @@ func TestRepositoryMetrics(t *testing.T) {
 	ctx := context.Background()
 	tel := newTelemetry(t)
 	s := teststore.Kinds[0].Open(t, varve.Config{})
-	events := aggregate.NewRegistry()
-	aggregate.Register[incremented](events, "Incremented")
+	events := schema.NewRegistry()
+	schema.Register[incremented](events, "Incremented")
 	repo, err := aggregate.New(s, aggregate.Definition[counter]{
 		Category: "counter", Events: events,
 		Apply: func(c counter, _ any) counter { c.N++; return c },

@@ -9,6 +9,7 @@ import (
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/aggregate/gojson"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/schema"
 )
 
 // The loadtest's events (seed 001's user whose email changes).
@@ -27,14 +28,14 @@ type user struct {
 
 var codecs = []struct {
 	name  string
-	codec aggregate.Codec
-}{{"json", aggregate.JSON{}}, {"gojson", gojson.Codec{}}}
+	codec schema.Codec
+}{{"json", schema.JSON{}}, {"gojson", gojson.Codec{}}}
 
 // BenchmarkDecode decodes one stored event through the registry, as a
 // load does. Compare: go test -bench Decode -count 6 ./aggregate/gojson/
 func BenchmarkDecode(b *testing.B) {
-	events := aggregate.NewRegistry()
-	aggregate.Register[emailChanged](events, "EmailChanged")
+	events := schema.NewRegistry()
+	schema.Register[emailChanged](events, "EmailChanged")
 	data := []byte(`{"email":"user-1234-changed-17@example.com"}`)
 	for _, c := range codecs {
 		b.Run(c.name, func(b *testing.B) {
@@ -60,9 +61,9 @@ func BenchmarkLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer store.Close()
-			events := aggregate.NewRegistry()
-			aggregate.Register[userRegistered](events, "UserRegistered")
-			aggregate.Register[emailChanged](events, "EmailChanged")
+			events := schema.NewRegistry()
+			schema.Register[userRegistered](events, "UserRegistered")
+			schema.Register[emailChanged](events, "EmailChanged")
 			users, err := aggregate.New(store, aggregate.Definition[user]{
 				Category: "user", Events: events, Codec: c.codec,
 				Apply: func(u user, e any) user {

@@ -8,6 +8,7 @@ import (
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/aggregate/gojson"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/schema"
 )
 
 type Counter struct{ N int }
@@ -23,8 +24,8 @@ func Example() {
 	store, _ := varve.New(memory.New(), varve.Config{})
 	defer store.Close()
 
-	events := aggregate.NewRegistry()
-	aggregate.Register[Incremented](events, "Incremented")
+	events := schema.NewRegistry()
+	schema.Register[Incremented](events, "Incremented")
 	counters, err := aggregate.New(store, aggregate.Definition[Counter]{
 		Category: "counter",
 		Events:   events,

@@ -13,6 +13,7 @@ import (
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/aggregate/gojson"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/schema"
 )
 
 type line struct {
@@ -124,11 +125,11 @@ type deposited struct {
 	Amount int64 `json:"amount"`
 }
 
-func accounts(t *testing.T, store *varve.Store, codec aggregate.Codec) *aggregate.Repository[account] {
+func accounts(t *testing.T, store *varve.Store, codec schema.Codec) *aggregate.Repository[account] {
 	t.Helper()
-	events := aggregate.NewRegistry()
-	aggregate.Register[opened](events, "Opened")
-	aggregate.Register[deposited](events, "Deposited")
+	events := schema.NewRegistry()
+	schema.Register[opened](events, "Opened")
+	schema.Register[deposited](events, "Deposited")
 	repo, err := aggregate.New(store, aggregate.Definition[account]{
 		Category: "account", Events: events, Codec: codec,
 		Apply: func(a account, e any) account {
@@ -153,7 +154,7 @@ func TestStoresInterchange(t *testing.T) {
 	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
 		store := k.Open(t, varve.Config{})
 		ctx := context.Background()
-		codecs := []aggregate.Codec{aggregate.JSON{}, gojson.Codec{}}
+		codecs := []schema.Codec{schema.JSON{}, gojson.Codec{}}
 		for i, w := range codecs {
 			r := codecs[1-i]
 			id := fmt.Sprintf("acc-%d", i)

@@ -17,6 +17,7 @@ import (
 	"github.com/varve-go/varve/aggregate"
 	"github.com/varve-go/varve/aggregate/gojson"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
+	"github.com/varve-go/varve/schema"
 )
 
 // LoadtestConfig configures [Loadtest].
@@ -151,12 +152,12 @@ type EmailChanged struct {
 	Email string `json:"email"`
 }
 
-var loadtestCodecs = map[string]aggregate.Codec{"json": aggregate.JSON{}, "gojson": gojson.Codec{}}
+var loadtestCodecs = map[string]schema.Codec{"json": schema.JSON{}, "gojson": gojson.Codec{}}
 
-var loadtestEvents = func() *aggregate.Registry {
-	r := aggregate.NewRegistry()
-	aggregate.Register[UserRegistered](r, "UserRegistered")
-	aggregate.Register[EmailChanged](r, "EmailChanged")
+var loadtestEvents = func() *schema.Registry {
+	r := schema.NewRegistry()
+	schema.Register[UserRegistered](r, "UserRegistered")
+	schema.Register[EmailChanged](r, "EmailChanged")
 	return r
 }()
 
@@ -353,7 +354,7 @@ func loadtestBaseline(ctx context.Context, store *varve.Store, cfg LoadtestConfi
 			users := ownedUsers(w, workers, cfg.Users)
 			for i := range ops {
 				id := users[rng.IntN(len(users))]
-				data, err := aggregate.JSON{}.Marshal(EmailChanged{Email: "user-" + id + "-" + strconv.Itoa(i) + "@example.com"})
+				data, err := schema.JSON{}.Marshal(EmailChanged{Email: "user-" + id + "-" + strconv.Itoa(i) + "@example.com"})
 				if err == nil {
 					_, err = store.Append(ctx, category+id, varve.Any, varve.Event{Type: "EmailChanged", Data: data})
 				}
