@@ -2,13 +2,14 @@ package projection
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/backoff"
 	"github.com/varve-go/varve/subscription"
 )
@@ -137,30 +138,21 @@ func (r *Runner) save(ctx context.Context, pos varve.Position) error {
 	return nil
 }
 
-// Parked is the data of an event parked in a [ParkedStream].
-type Parked struct {
-	Version  int            `json:"version"`
-	Stream   string         `json:"stream"`
-	EventID  string         `json:"event_id"`
-	Type     string         `json:"type"`
-	Position varve.Position `json:"position"`
-	Error    string         `json:"error"`
-	// Data is the poison event's data.
-	Data []byte `json:"data"`
-}
-
-// ParkedType is the type of the events of a parked stream. Each holds a
-// [Parked] as JSON.
-const ParkedType = "projection.parked"
+// maxParkedError bounds the handler's error kept with a parked event.
+const maxParkedError = 4 << 10
 
 func (r *Runner) poison(ctx context.Context, b Batch, cause error) error {
 	e := b.Events[0]
 	if r.cfg.Poison != Park {
 		return fmt.Errorf("projection %q: %w: %s@%d (position %v): %w", r.p.Name, ErrStopped, e.Stream, e.Version, e.Position, cause)
 	}
-	data, _ := json.Marshal(Parked{Version: r.p.Version, Stream: e.Stream, EventID: e.ID.String(), Type: e.Type, Position: e.Position, Error: cause.Error(), Data: e.Data})
-	ev := varve.NewEvent(ParkedType, data)
-	if _, err := r.store.System().Append(ctx, ParkedStream(r.p.Name), varve.Any, ev); err != nil {
+	msg := cause.Error()
+	if len(msg) > maxParkedError {
+		msg = strings.ToValidUTF8(msg[:maxParkedError], "")
+	}
+	pe := delivery.ParkedEvent{Subscription: r.checkpointName(), Stream: e.Stream, Version: e.Version, Position: e.Position,
+		EventID: e.ID, Type: e.Type, Attempts: max(r.cfg.Retry.MaxAttempts, 0), Reason: delivery.ReasonExhausted, Error: msg, ParkedAt: time.Now().UTC()}
+	if _, err := delivery.NewParked(r.store, r.checkpointName()).Park(ctx, pe); err != nil {
 		return fmt.Errorf("projection %q: park %s@%d: %w (handler: %w)", r.p.Name, e.Stream, e.Version, err, cause)
 	}
 	// The parked event is passed over: the checkpoint moves past it (on

@@ -16,8 +16,10 @@ const (
 	// and the handler's error, and the state is Failed. The next Run tries
 	// the event again. It is the default.
 	Stop Policy = iota
-	// Park appends the event to the projection's parked stream
-	// ([ParkedStream]) with the error, then moves past it.
+	// Park parks the event with the error as a delivery parks one
+	// ([delivery.Parked], under the name of the version's checkpoint, so
+	// in "$parked-projection-<name>-v<version>"), then moves past it. The
+	// operator's tools list and skip it as they do a delivery's.
 	Park
 )
 

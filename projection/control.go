@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -153,6 +154,9 @@ type VersionInfo struct {
 	// LagMore is set when there are more.
 	Lag     int64 `json:"lag"`
 	LagMore bool  `json:"lag_more"`
+	// Parked counts the version's parked events that are not replayed or
+	// skipped (those of a segmented run are under each segment's name).
+	Parked int `json:"parked"`
 	// Current is set for the version to serve.
 	Current bool `json:"current"`
 	// RebuildPending is set when a rebuild was requested that the version's
@@ -226,7 +230,7 @@ func List(ctx context.Context, store *varve.Store) ([]string, error) {
 			}
 			for _, s := range page.Streams {
 				name := strings.TrimPrefix(s.Stream, prefix)
-				if !strings.HasPrefix(s.Stream, ParkedStream("")) && name != "" {
+				if name != "" {
 					seen[name] = true
 				}
 			}
@@ -276,13 +280,6 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 	if !store.Capabilities().Checkpoints {
 		return info, fmt.Errorf("projection %q: %w: the backend keeps no checkpoints", name, varve.ErrNotSupported)
 	}
-	stream, err := store.StreamInfo(ctx, ParkedStream(name))
-	switch {
-	case err == nil:
-		info.Parked = int64(stream.Version)
-	case !errors.Is(err, varve.ErrStreamNotFound):
-		return info, fmt.Errorf("projection %q: parked events: %w", name, err)
-	}
 	versions, err := versionsOf(ctx, store, name, c)
 	if err != nil {
 		return info, err
@@ -316,6 +313,12 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		if vi.Lag, vi.LagMore, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
 			return info, fmt.Errorf("projection %q: lag: %w", name, err)
 		}
+		parked, err := delivery.NewParked(store, CheckpointName(name, v)).List(ctx)
+		if err != nil {
+			return info, fmt.Errorf("projection %q: parked events: %w", name, err)
+		}
+		vi.Parked = len(parked)
+		info.Parked += int64(vi.Parked)
 		switch {
 		case c.Paused:
 			vi.State = Paused.String()

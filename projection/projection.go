@@ -19,8 +19,10 @@
 //
 // A handler error is retried with back-off. When a batch keeps failing its
 // events are retried one at a time to find the poison event, which is
-// parked in a system stream ([Park]) or stops the projection ([Stop]),
-// by configuration; an event is never skipped silently.
+// parked as a delivery parks one ([Park]: listed and skipped with
+// package delivery's Parked, `varve parked` and the console) or stops the
+// projection ([Stop]), by configuration; an event is never skipped
+// silently.
 //
 // # Versions and rebuilds
 //
@@ -141,10 +143,6 @@ func CheckpointName(name string, version int) string {
 }
 
 func originName(name string, version int) string { return CheckpointName(name, version) + "-origin" }
-
-// ParkedStream is the system stream where the poison events of projection
-// name are parked.
-func ParkedStream(name string) string { return varve.SystemPrefix + "projection-parked-" + name }
 
 // ControlStream is the system stream that records the current version of
 // projection name.

@@ -2,7 +2,6 @@ package projection_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/memory"
+	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/subscription"
@@ -226,22 +226,32 @@ func TestPoison(t *testing.T) {
 					t.Fatal(err)
 				}
 				rec.check(t, append(good1, good2...))
-				var parked []projection.Parked
-				for e, err := range s.ReadStream(ctx, projection.ParkedStream("p")) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					var p projection.Parked
-					if err := json.Unmarshal(e.Data, &p); err != nil {
-						t.Fatal(err)
-					}
-					parked = append(parked, p)
+				// Parked as a delivery parks, under the version's checkpoint
+				// name: listed, counted and skipped by the same API.
+				p := delivery.NewParked(s, projection.CheckpointName("p", 1))
+				parked, err := p.List(ctx)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if len(parked) != 1 || parked[0].EventID != bad.String() || parked[0].Error != "boom" {
+				if len(parked) != 1 || parked[0].EventID != bad || parked[0].Error != "boom" || parked[0].Reason != delivery.ReasonExhausted ||
+					parked[0].Subscription != projection.CheckpointName("p", 1) {
 					t.Errorf("parked %+v, want the one bad event %s", parked, bad)
 				}
 				if st := r.Status(); st.Parked != 1 {
 					t.Errorf("status %+v, want 1 parked", st)
+				}
+				if info, err := projection.Inspect(ctx, s, "p"); err != nil || info.Parked != 1 || len(info.Versions) != 1 || info.Versions[0].Parked != 1 {
+					t.Errorf("inspect: %+v %v, want 1 parked", info, err)
+				}
+				c, listed, err := delivery.InspectConsumer(ctx, s, projection.CheckpointName("p", 1), -1)
+				if err != nil || c.Parked != 1 || len(listed) != 1 {
+					t.Errorf("the consumer of the version: %+v %v %v, want 1 parked", c, listed, err)
+				}
+				if _, err := p.Skip(ctx, func(delivery.ParkedEvent) bool { return true }); err != nil {
+					t.Fatal(err)
+				}
+				if info, err := projection.Inspect(ctx, s, "p"); err != nil || info.Parked != 0 {
+					t.Errorf("inspect after a skip: %+v %v, want 0 parked", info, err)
 				}
 			})
 		})
