@@ -45,4 +45,15 @@
 // twice only across a fail-over (what the old holder handled after its
 // last save). The lease ttl trades the fail-over time against how long a
 // pause (GC, a slow network) may last before a holder loses its work.
+//
+// # What a consumer reads, and its lag
+//
+// [Open] records what the subscription reads (its filter, system streams,
+// stream or segment) under its name, where the store keeps snapshots, and
+// rewrites the record only when that changes; nothing is added to the log.
+// [Described] reads the record and [Lag] counts the events after a
+// position that such a consumer reads, so that a consumer's lag, wherever
+// it is shown (package delivery's consumer status, the server, the CLI),
+// is counted by its own filter. [RetryPolicy] and [Lease] are the settings
+// that package delivery and package projection share with subscriptions.
 package subscription
