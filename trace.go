@@ -167,13 +167,23 @@ type TraceReadStartData struct {
 type TraceReadEndData struct {
 	// Start is what TraceReadStart was given.
 	Start TraceReadStartData
-	// Events and Bytes count the events of the page and the sum of their
-	// [RecordedEvent.Size]; 0 when Err is set.
-	Events, Bytes int
+	// Page is the events read, as the backend returned them (none when Err
+	// is set); the hook must not modify them nor keep them.
+	Page []RecordedEvent
 	// Duration is the time of the backend's call.
 	Duration time.Duration
 	// Err is the backend's error, not yet wrapped by the Store.
 	Err error
+}
+
+// Bytes returns the sum of [RecordedEvent.Size] over the page's events:
+// the bytes of event data it read.
+func (d TraceReadEndData) Bytes() int {
+	n := 0
+	for i := range d.Page {
+		n += d.Page[i].Size()
+	}
+	return n
 }
 
 // MetadataInjector is a [Tracer] that adds to the metadata of appended
@@ -336,10 +346,7 @@ func (s *Store) readTraced(ctx context.Context, d TraceReadStartData, before int
 	out, err := do(ctx)
 	end := TraceReadEndData{Start: d, Duration: time.Since(began), Err: err}
 	if err == nil && len(out) > before {
-		end.Events = len(out) - before
-		for i := range out[before:] {
-			end.Bytes += out[before+i].Size()
-		}
+		end.Page = out[before:]
 	}
 	t.read.TraceReadEnd(ctx, end)
 	return out, err

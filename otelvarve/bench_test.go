@@ -49,17 +49,20 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 			for _, mode := range []string{"traced", "traced-sync", "metrics"} {
 				b.Run(mode, func(b *testing.B) {
-					tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+					// WithBatcher starts its processor's goroutine, which
+					// only the provider's Shutdown stops.
+					var tp *sdktrace.TracerProvider
+					if mode == "traced-sync" {
+						tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
+					} else {
+						tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+					}
 					mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 					defer func() {
 						_ = tp.Shutdown(context.Background())
 						_ = mp.Shutdown(context.Background())
 					}()
 					opts := []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
-					if mode == "traced-sync" {
-						tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
-						opts = []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
-					}
 					if mode == "metrics" {
 						opts = []Option{WithTracerProvider(nooptrace.NewTracerProvider()), WithMeterProvider(mp)}
 					}

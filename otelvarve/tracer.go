@@ -117,6 +117,20 @@ func end(span trace.Span, kv []attribute.KeyValue, err error, n int) {
 	span.End()
 }
 
+// appendAttrs and readAttrs are how many attributes a span of each
+// operation gets.
+var (
+	appendAttrs = [...]int{varve.TraceAppend: 7, varve.TraceAppendSnapshot: 7, varve.TraceAppendIf: 9, varve.TraceAppendMulti: 5}
+	readAttrs   = [...]int{varve.TraceReadStream: 5, varve.TraceReadSnapshot: 5, varve.TraceReadAll: 4, varve.TraceReadFiltered: 7, varve.TraceReadQuery: 5}
+)
+
+func attrCap(caps []int, op varve.TraceOp) int {
+	if int(op) < len(caps) && caps[op] > 0 {
+		return caps[op]
+	}
+	return 10
+}
+
 // TraceAppendStart starts the span of an append: varve.append (appends to
 // one stream, with or without a snapshot), varve.append_if or
 // varve.append_multi.
@@ -148,7 +162,8 @@ func (h *hooks) TraceAppendEnd(ctx context.Context, d varve.TraceAppendEndData) 
 	span := trace.SpanFromContext(ctx)
 	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		kv = make([]attribute.KeyValue, 0, 10)
+		// Room for every attribute, end's two included.
+		kv = make([]attribute.KeyValue, 0, attrCap(appendAttrs[:], s.Op))
 		kv = append(kv, h.backendAttr)
 		switch s.Op {
 		case varve.TraceAppendMulti:
@@ -197,14 +212,15 @@ func (h *hooks) TraceReadEnd(ctx context.Context, d varve.TraceReadEndData) {
 	case varve.TraceReadQuery:
 		op, set = &h.queryOp, h.readQuerySet
 	}
-	op.record(ctx, d.Duration, d.Err, d.Events)
-	if d.Events > 0 {
-		h.read.Add(ctx, int64(d.Events), set...)
+	n := len(d.Page)
+	op.record(ctx, d.Duration, d.Err, n)
+	if n > 0 {
+		h.read.Add(ctx, int64(n), set...)
 	}
 	span := trace.SpanFromContext(ctx)
 	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		kv = make([]attribute.KeyValue, 0, 10)
+		kv = make([]attribute.KeyValue, 0, attrCap(readAttrs[:], s.Op))
 		kv = append(kv, h.backendAttr)
 		switch s.Op {
 		case varve.TraceReadStream, varve.TraceReadSnapshot:
@@ -222,7 +238,7 @@ func (h *hooks) TraceReadEnd(ctx context.Context, d varve.TraceReadEndData) {
 			kv = append(kv, AttrPosition.String(s.After.String()))
 		}
 	}
-	end(span, kv, d.Err, d.Events)
+	end(span, kv, d.Err, n)
 }
 
 // InjectMetadata stores the trace context of the append's span in meta
