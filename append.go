@@ -26,7 +26,13 @@ func (s *Store) append(ctx context.Context, stream string, expected ExpectedVers
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)
 	}
-	res, err := s.b.Append(ctx, AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)})
+	req := AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)}
+	var res AppendResult
+	if s.tr == nil {
+		res, err = s.b.Append(ctx, req)
+	} else {
+		res, err = s.appendTraced(ctx, TraceAppend, req, AppendCondition{}, s.b.Append)
+	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)
 	}

@@ -168,7 +168,15 @@ func (s *Store) AppendIf(ctx context.Context, stream string, expected ExpectedVe
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)
 	}
-	res, err := s.tags.AppendIf(ctx, AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)}, cond)
+	req := AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)}
+	var res AppendResult
+	if s.tr == nil {
+		res, err = s.tags.AppendIf(ctx, req, cond)
+	} else {
+		res, err = s.appendTraced(ctx, TraceAppendIf, req, cond, func(ctx context.Context, req AppendRequest) (AppendResult, error) {
+			return s.tags.AppendIf(ctx, req, cond)
+		})
+	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)
 	}
@@ -240,7 +248,20 @@ func (s *Store) ReadQuery(ctx context.Context, q Query, after Position, opts ...
 // else its last event.
 func (s *Store) readQuery(ctx context.Context, after Position, n, bytes int, q Query, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
 	start := len(buf)
-	out, through, err := s.tags.ReadQuery(ctx, QueryRequest{After: after, Limit: n, Query: q, MaxBytes: bytes}, buf)
+	req := QueryRequest{After: after, Limit: n, Query: q, MaxBytes: bytes}
+	var out []RecordedEvent
+	var through Position
+	var err error
+	if s.tr == nil {
+		out, through, err = s.tags.ReadQuery(ctx, req, buf)
+	} else {
+		out, err = s.readTraced(ctx, TraceReadStartData{Op: TraceReadQuery, After: after, Query: q, Limit: n, MaxBytes: bytes}, start,
+			func(ctx context.Context) ([]RecordedEvent, error) {
+				var out []RecordedEvent
+				out, through, err = s.tags.ReadQuery(ctx, req, buf)
+				return out, err
+			})
+	}
 	if err != nil {
 		return out, after, err
 	}

@@ -180,7 +180,20 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n, bytes int, 
 	}
 	if s.filtered != nil {
 		start := len(buf)
-		out, through, err := s.filtered.ReadAllFiltered(ctx, FilterQuery{After: after, Limit: n, Filter: q, MaxBytes: bytes}, buf)
+		fq := FilterQuery{After: after, Limit: n, Filter: q, MaxBytes: bytes}
+		var out []RecordedEvent
+		var through Position
+		var err error
+		if s.tr == nil {
+			out, through, err = s.filtered.ReadAllFiltered(ctx, fq, buf)
+		} else {
+			out, err = s.readTraced(ctx, TraceReadStartData{Op: TraceReadFiltered, After: after, Filter: q, Limit: n, MaxBytes: bytes}, start,
+				func(ctx context.Context) ([]RecordedEvent, error) {
+					var out []RecordedEvent
+					out, through, err = s.filtered.ReadAllFiltered(ctx, fq, buf)
+					return out, err
+				})
+		}
 		if errors.Is(err, ErrNotSupported) {
 			return s.scanFiltered(ctx, after, n, bytes, f, buf[:start])
 		}
@@ -208,7 +221,7 @@ func (s *Store) scanFiltered(ctx context.Context, after Position, n, bytes int, 
 	start, size, left := len(buf), 0, bytes
 	for {
 		size = min(max(n-(len(buf)-start), 2*size), s.cfg.PageSize)
-		page, err := s.b.ReadAll(ctx, AllQuery{After: after, Limit: size, MaxBytes: bytes}, (*scratch)[:0])
+		page, err := s.readAll(ctx, AllQuery{After: after, Limit: size, MaxBytes: bytes}, (*scratch)[:0])
 		*scratch, used = page[:0], max(used, len(page))
 		if err != nil {
 			return buf, after, err

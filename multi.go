@@ -86,7 +86,12 @@ func (s *Store) AppendMulti(ctx context.Context, appends []StreamAppend, checks 
 	if err != nil {
 		return fail(err)
 	}
-	res, err := s.multi.AppendMulti(ctx, req)
+	var res []AppendResult
+	if s.tr == nil {
+		res, err = s.multi.AppendMulti(ctx, req)
+	} else {
+		res, err = s.appendMultiTraced(ctx, req)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -248,7 +248,11 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts ...StreamOpt
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
 				q.Limit = n
-				return s.b.ReadStream(ctx, q, buf)
+				if s.tr == nil {
+					return s.b.ReadStream(ctx, q, buf)
+				}
+				return s.readTraced(ctx, TraceReadStartData{Op: TraceReadStream, Stream: stream, Direction: q.Direction, From: q.From, Limit: n, MaxBytes: q.MaxBytes}, len(buf),
+					func(ctx context.Context) ([]RecordedEvent, error) { return s.b.ReadStream(ctx, q, buf) })
 			},
 			func(last *RecordedEvent) bool {
 				if o.dir == Forward {
@@ -290,7 +294,7 @@ func (s *Store) ReadAll(ctx context.Context, after Position, opts ...AllOption) 
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
 				q.Limit = n
-				return s.b.ReadAll(ctx, q, buf)
+				return s.readAll(ctx, q, buf)
 			},
 			func(last *RecordedEvent) bool {
 				q.After = last.Position
@@ -336,7 +340,7 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
 		if o.filter.IsZero() {
-			page.Events, err = s.b.ReadAll(rctx, AllQuery{After: after, Limit: n, MaxBytes: o.bytes}, buf)
+			page.Events, err = s.readAll(rctx, AllQuery{After: after, Limit: n, MaxBytes: o.bytes}, buf)
 			if k := len(page.Events); err == nil && k > len(buf) {
 				page.Through = page.Events[k-1].Position
 			}
@@ -351,4 +355,13 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 	}
 	page.Full = full(page.Events[len(buf):], n, o.bytes)
 	return page, nil
+}
+
+// readAll reads a page of $all from the backend, traced.
+func (s *Store) readAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([]RecordedEvent, error) {
+	if s.tr == nil {
+		return s.b.ReadAll(ctx, q, buf)
+	}
+	return s.readTraced(ctx, TraceReadStartData{Op: TraceReadAll, After: q.After, Limit: q.Limit, MaxBytes: q.MaxBytes}, len(buf),
+		func(ctx context.Context) ([]RecordedEvent, error) { return s.b.ReadAll(ctx, q, buf) })
 }

@@ -123,7 +123,15 @@ func (n Snapshots) Append(ctx context.Context, stream string, expected ExpectedV
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q with a snapshot: %w", stream, err)
 	}
 	snap.Stream = stream
-	res, err := n.c.AppendWithSnapshot(ctx, AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)}, snap)
+	req := AppendRequest{Stream: stream, Expected: expected, Events: events, Category: s.Category(stream)}
+	var res AppendResult
+	if s.tr == nil {
+		res, err = n.c.AppendWithSnapshot(ctx, req, snap)
+	} else {
+		res, err = s.appendTraced(ctx, TraceAppendSnapshot, req, AppendCondition{}, func(ctx context.Context, req AppendRequest) (AppendResult, error) {
+			return n.c.AppendWithSnapshot(ctx, req, snap)
+		})
+	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q with a snapshot: %w", stream, err)
 	}
@@ -170,7 +178,17 @@ func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) 
 	page, err := func() ([]RecordedEvent, error) {
 		defer stop()
 		var page []RecordedEvent
-		snap, ok, page, err = n.c.ReadFromSnapshot(rctx, stream, p.pageSize, make([]RecordedEvent, 0, p.pageSize))
+		buf := make([]RecordedEvent, 0, p.pageSize)
+		if s.tr == nil {
+			snap, ok, page, err = n.c.ReadFromSnapshot(rctx, stream, p.pageSize, buf)
+		} else {
+			page, err = s.readTraced(rctx, TraceReadStartData{Op: TraceReadSnapshot, Stream: stream, Limit: p.pageSize}, 0,
+				func(ctx context.Context) ([]RecordedEvent, error) {
+					var page []RecordedEvent
+					snap, ok, page, err = n.c.ReadFromSnapshot(ctx, stream, p.pageSize, buf)
+					return page, err
+				})
+		}
 		return page, readErr(rctx, err)
 	}()
 	if err != nil {

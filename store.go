@@ -54,6 +54,12 @@ type Config struct {
 	// as it was when the event was appended, so a store keeps one separator
 	// for its life.
 	CategorySeparator string
+	// Tracer, when set, traces and measures the store's calls of its
+	// backend: New finds the optional interfaces it implements
+	// ([AppendTracer], [ReadTracer], [MetadataInjector], [StoreTracer])
+	// once, and the Store calls them around each append and each page it
+	// reads. Package otelvarve has one for OpenTelemetry. See [Tracer].
+	Tracer Tracer
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -105,6 +111,7 @@ type Store struct {
 	multi    MultiAppender       // nil when the backend appends to one stream at a time
 	tags     TagStore            // nil when the backend keeps no tags
 	leases   LeaseStore          // nil when the backend keeps no leases
+	tr       *tracing            // nil without a Tracer's hooks
 }
 
 // New returns a Store over b. The Store owns b: closing the Store closes b.
@@ -138,6 +145,9 @@ func New(b Backend, cfg Config) (*Store, error) {
 	}
 	s.tags = capability[TagStore](b)
 	s.leases = capability[LeaseStore](b)
+	if cfg.Tracer != nil {
+		s.tr = newTracing(cfg.Tracer, b.Features())
+	}
 	s.pages.New = func() any {
 		p := make([]RecordedEvent, 0, cfg.PageSize)
 		return &p

@@ -23,14 +23,14 @@ func (discard) Shutdown(context.Context) error                             { ret
 
 // BenchmarkOverhead measures the cost of the instrumentation: each
 // iteration runs the operation once on a plain Store and once on a Store
-// over the same backend wrapped with the SDK installed, in alternating
-// order, and reports both times and their ratios (mean and median) as
-// wrapped/plain. "traced": every span sampled, batched (the SDK's batch
-// span processor, as in production) to an exporter that drops them, metrics
-// aggregated for a reader that is never collected; "traced-sync": the same
-// with the SDK's synchronous span processor, which wakes no goroutine per
-// span; "metrics": the same meter provider and no tracer provider (the
-// no-op one), which is the cost of the metrics alone.
+// over the same backend with NewTracer and the SDK installed, in
+// alternating order, and reports both times and their ratios (mean and
+// median) as traced/plain. "traced": every span sampled, batched (the
+// SDK's batch span processor, as in production) to an exporter that drops
+// them, metrics aggregated for a reader that is never collected;
+// "traced-sync": the same with the SDK's synchronous span processor, which
+// wakes no goroutine per span; "metrics": the same meter provider and no
+// tracer provider (the no-op one), which is the cost of the metrics alone.
 func BenchmarkOverhead(b *testing.B) {
 	for _, k := range []teststore.Kind{teststore.Kinds[0], teststore.Kinds[2]} { // memory, postgres
 		b.Run(k.Name, func(b *testing.B) {
@@ -49,29 +49,31 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 			for _, mode := range []string{"traced", "traced-sync", "metrics"} {
 				b.Run(mode, func(b *testing.B) {
-					tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+					// WithBatcher starts its processor's goroutine, which
+					// only the provider's Shutdown stops.
+					var tp *sdktrace.TracerProvider
+					if mode == "traced-sync" {
+						tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
+					} else {
+						tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+					}
 					mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 					defer func() {
 						_ = tp.Shutdown(context.Background())
 						_ = mp.Shutdown(context.Background())
 					}()
 					opts := []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
-					if mode == "traced-sync" {
-						tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
-						opts = []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
-					}
 					if mode == "metrics" {
 						opts = []Option{WithTracerProvider(nooptrace.NewTracerProvider()), WithMeterProvider(mp)}
 					}
-					// The same backend: closing this store closes it, which
-					// plain's Close then finds closed (Close is idempotent).
-					wrapped, err := varve.New(Wrap(backend, opts...), varve.Config{})
+					// The same backend, closed by plain's Close.
+					traced, err := varve.New(backend, varve.Config{Tracer: NewTracer(opts...)})
 					if err != nil {
 						b.Fatal(err)
 					}
 					b.Run("append", func(b *testing.B) {
 						i := 0
-						interleave(b, plain, wrapped, func(s *varve.Store) error {
+						interleave(b, plain, traced, func(s *varve.Store) error {
 							i++
 							_, err := s.Append(ctx, "bench-"+strconv.Itoa(i%512), varve.Any, varve.NewEvent("Added", data))
 							return err
@@ -79,7 +81,7 @@ func BenchmarkOverhead(b *testing.B) {
 					})
 					b.Run("read_all_page", func(b *testing.B) {
 						buf := make([]varve.RecordedEvent, 0, 100)
-						interleave(b, plain, wrapped, func(s *varve.Store) error {
+						interleave(b, plain, traced, func(s *varve.Store) error {
 							page, err := s.ReadAllPage(ctx, varve.Start, buf[:0], varve.Limit(100))
 							if err == nil && len(page.Events) != 100 {
 								b.Fatalf("page of %d events", len(page.Events))
@@ -94,11 +96,11 @@ func BenchmarkOverhead(b *testing.B) {
 }
 
 // interleave runs op b.N times on each store, alternating which goes
-// first, and reports the time of each and the ratios wrapped/plain.
-func interleave(b *testing.B, plain, wrapped *varve.Store, op func(*varve.Store) error) {
+// first, and reports the time of each and the ratios traced/plain.
+func interleave(b *testing.B, plain, traced *varve.Store, op func(*varve.Store) error) {
 	b.Helper()
 	tPlain := make([]time.Duration, 0, b.N)
-	tWrapped := make([]time.Duration, 0, b.N)
+	tTraced := make([]time.Duration, 0, b.N)
 	timed := func(s *varve.Store, into *[]time.Duration) {
 		start := time.Now()
 		if err := op(s); err != nil {
@@ -111,9 +113,9 @@ func interleave(b *testing.B, plain, wrapped *varve.Store, op func(*varve.Store)
 	for i := range b.N {
 		if i%2 == 0 {
 			timed(plain, &tPlain)
-			timed(wrapped, &tWrapped)
+			timed(traced, &tTraced)
 		} else {
-			timed(wrapped, &tWrapped)
+			timed(traced, &tTraced)
 			timed(plain, &tPlain)
 		}
 	}
@@ -121,13 +123,13 @@ func interleave(b *testing.B, plain, wrapped *varve.Store, op func(*varve.Store)
 	var sp, sw time.Duration
 	for i := range tPlain {
 		sp += tPlain[i]
-		sw += tWrapped[i]
+		sw += tTraced[i]
 	}
 	slices.Sort(tPlain)
-	slices.Sort(tWrapped)
-	mp, mw := tPlain[len(tPlain)/2], tWrapped[len(tWrapped)/2]
+	slices.Sort(tTraced)
+	mp, mw := tPlain[len(tPlain)/2], tTraced[len(tTraced)/2]
 	b.ReportMetric(float64(sp.Nanoseconds())/float64(b.N), "plain-ns/op")
-	b.ReportMetric(float64(sw.Nanoseconds())/float64(b.N), "wrapped-ns/op")
+	b.ReportMetric(float64(sw.Nanoseconds())/float64(b.N), "traced-ns/op")
 	b.ReportMetric(float64(sw)/float64(sp), "ratio-mean")
 	b.ReportMetric(float64(mw)/float64(mp), "ratio-median")
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // TestCapabilitySpans: on every backend, the capabilities it has are
-// traced and measured through the wrapper: a multi-stream append, a
+// traced and measured through the tracer: a multi-stream append, a
 // conditional append that commits and one whose condition fails, a query
 // read and a filtered read; appended events carry the trace context of
 // their span. Capabilities a backend lacks stay absent (the Store refuses
@@ -23,7 +23,7 @@ func TestCapabilitySpans(t *testing.T) {
 		tel := newTelemetry(t)
 		b := k.Backend(t)
 		name := b.Features().Name
-		s, err := varve.New(Wrap(b, tel.opts()...), varve.Config{})
+		s, err := varve.New(b, varve.Config{Tracer: NewTracer(tel.opts()...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestCapabilitySpans(t *testing.T) {
 }
 
 // TestSnapshotInCommitSpans: on a backend that keeps snapshots in commits,
-// the Store finds them under the wrapper, an append with a snapshot is
+// the traced Store offers them, an append with a snapshot is
 // traced as an append (its events carry the span's trace context) and a
 // read from the snapshot as a stream read.
 func TestSnapshotInCommitSpans(t *testing.T) {
@@ -143,13 +143,13 @@ func TestSnapshotInCommitSpans(t *testing.T) {
 		}
 		ctx := context.Background()
 		tel := newTelemetry(t)
-		s, err := varve.New(Wrap(b, tel.opts()...), varve.Config{})
+		s, err := varve.New(b, varve.Config{Tracer: NewTracer(tel.opts()...)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		if !s.Capabilities().SnapshotsInCommits {
-			t.Fatal("the wrapped store does not keep snapshots in commits")
+			t.Fatal("the traced store does not keep snapshots in commits")
 		}
 		if _, err := s.Snapshots().Append(ctx, "acct-1", varve.NoStream, varve.Snapshot{Version: 1, Data: []byte("{}")}, varve.NewEvent("Opened", nil)); err != nil {
 			t.Fatal(err)
@@ -179,9 +179,9 @@ func TestSnapshotInCommitSpans(t *testing.T) {
 		}
 
 		// Over a wrapper that keeps snapshots itself, the store keeps
-		// none in commits, with the tracing wrapper as without it.
+		// none in commits, with the tracer as without it.
 		own := ownSnapshots{Backend: k.Backend(t), snaps: map[string]varve.Snapshot{}}
-		s2, err := varve.New(Wrap(own, tel.opts()...), varve.Config{})
+		s2, err := varve.New(own, varve.Config{Tracer: NewTracer(tel.opts()...)})
 		if err != nil {
 			t.Fatal(err)
 		}

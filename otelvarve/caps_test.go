@@ -27,10 +27,16 @@ func storeHas(s *varve.Store) uint {
 // bare hides every optional capability of the backend it embeds.
 type bare struct{ varve.Backend }
 
-// TestWrapHidesNothingAndAddsNothing: a Store over the wrapper of a backend
-// without capabilities finds none, and over the wrapper of a memory
-// backend, all of them.
-func TestWrapHidesNothingAndAddsNothing(t *testing.T) {
+// unwrapping is a decorator that lets the capabilities of its backend
+// through.
+type unwrapping struct{ varve.Backend }
+
+func (u unwrapping) Unwrap() varve.Backend { return u.Backend }
+
+// TestTracerHidesNothingAndAddsNothing: a Store with the tracer over a
+// backend without capabilities finds none, and over a memory backend, also
+// under a decorator, all of them.
+func TestTracerHidesNothingAndAddsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    varve.Backend
@@ -38,9 +44,9 @@ func TestWrapHidesNothingAndAddsNothing(t *testing.T) {
 	}{
 		{"bare", bare{memory.New()}, 0},
 		{"memory", memory.New(), 1<<9 - 1},
-		{"wrapped twice", Wrap(memory.New()), 1<<9 - 1},
+		{"under a decorator", unwrapping{memory.New()}, 1<<9 - 1},
 	} {
-		s, err := varve.New(Wrap(tc.b), varve.Config{})
+		s, err := varve.New(tc.b, varve.Config{Tracer: NewTracer()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,10 +57,10 @@ func TestWrapHidesNothingAndAddsNothing(t *testing.T) {
 	}
 }
 
-// TestCapabilitiesSurviveWrapOnEveryBackend compares the capabilities a
-// Store finds on each backend with and without the wrapper, and uses each
-// through the wrapped Store.
-func TestCapabilitiesSurviveWrapOnEveryBackend(t *testing.T) {
+// TestCapabilitiesWithTracerOnEveryBackend compares the capabilities a
+// Store finds on each backend with and without the tracer, and uses each
+// through the traced Store.
+func TestCapabilitiesWithTracerOnEveryBackend(t *testing.T) {
 	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
 		ctx := context.Background()
 		plain, err := varve.New(k.Backend(t), varve.Config{})
@@ -66,13 +72,13 @@ func TestCapabilitiesSurviveWrapOnEveryBackend(t *testing.T) {
 		if want == 0 {
 			t.Fatalf("%s has no capability: the test proves nothing", k.Name)
 		}
-		s, err := varve.New(Wrap(k.Backend(t)), varve.Config{})
+		s, err := varve.New(k.Backend(t), varve.Config{Tracer: NewTracer()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		if got := storeHas(s); got != want {
-			t.Fatalf("wrapped %s: the Store finds capabilities %#x, the backend has %#x", k.Name, got, want)
+			t.Fatalf("traced %s: the Store finds capabilities %#x, the backend has %#x", k.Name, got, want)
 		}
 		if want&1 != 0 {
 			snap := varve.Snapshot{Stream: "caps-snap", Version: 3, SchemaVersion: 1, Data: []byte(`{"n":3}`), TakenAt: time.Now().UTC()}
@@ -81,7 +87,7 @@ func TestCapabilitiesSurviveWrapOnEveryBackend(t *testing.T) {
 			}
 			got, ok, err := s.Snapshots().Load(ctx, "caps-snap")
 			if err != nil || !ok || got.Version != 3 || string(got.Data) != `{"n":3}` {
-				t.Fatalf("snapshot through the wrapper: %+v %v %v", got, ok, err)
+				t.Fatalf("snapshot through the traced store: %+v %v %v", got, ok, err)
 			}
 		}
 		if want&2 != 0 {
@@ -90,7 +96,7 @@ func TestCapabilitiesSurviveWrapOnEveryBackend(t *testing.T) {
 			}
 			pos, ok, err := s.Checkpoints().Load(ctx, "caps-cp")
 			if err != nil || !ok || pos != (varve.Position{Seq: 7}) {
-				t.Fatalf("checkpoint through the wrapper: %v %v %v", pos, ok, err)
+				t.Fatalf("checkpoint through the traced store: %v %v %v", pos, ok, err)
 			}
 		}
 		var wake <-chan struct{}
@@ -104,19 +110,19 @@ func TestCapabilitiesSurviveWrapOnEveryBackend(t *testing.T) {
 			select {
 			case <-wake:
 			case <-time.After(time.Minute): // a bound on a hang, not a timing assertion
-				t.Fatal("Watch through the wrapper never woke up after an append")
+				t.Fatal("Watch through the traced store never woke up after an append")
 			}
 		}
 		if want&8 != 0 {
 			page, err := s.Streams().List(ctx, varve.ListQuery{Prefix: "caps-"}, false)
 			if err != nil || len(page.Streams) != 1 || page.Streams[0].Stream != "caps-stream" {
-				t.Fatalf("stream list through the wrapper: %+v %v", page, err)
+				t.Fatalf("stream list through the traced store: %+v %v", page, err)
 			}
 		}
 		if want&16 != 0 {
 			page, err := s.Checkpoints().List(ctx, varve.ListQuery{Prefix: "caps-"})
 			if err != nil || len(page.Checkpoints) != 1 || page.Checkpoints[0].Name != "caps-cp" {
-				t.Fatalf("checkpoint list through the wrapper: %+v %v", page, err)
+				t.Fatalf("checkpoint list through the traced store: %+v %v", page, err)
 			}
 		}
 	})

@@ -40,11 +40,11 @@ func newLagInstruments(m metric.Meter, limit int) (lagInstruments, error) {
 const lagPage = 512
 
 // observe measures the lag of a consumer at checkpoint cp: it counts the
-// events of $all after cp, up to the limit, reading the backend under the
-// store's instrumentation so that the count makes no spans of its own, in
-// pages of at most subscription.LagPageBytes of event data.
+// events of $all after cp, up to the limit, reading the store's backend
+// itself, past the store's tracer, so that the count makes no spans of its
+// own, in pages of at most subscription.LagPageBytes of event data.
 func (l lagInstruments) observe(ctx context.Context, o metric.Observer, store *varve.Store, cp varve.Position, set metric.MeasurementOption) error {
-	b := Unwrap(store.Backend())
+	b := store.Backend()
 	var n int
 	var age float64
 	buf := make([]varve.RecordedEvent, 0, min(lagPage, l.limit))

@@ -88,7 +88,7 @@ func TestWebhookDeliveryTrace(t *testing.T) {
 	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
 		ctx := context.Background()
 		tel := newTelemetry(t)
-		s, err := varve.New(Wrap(k.Backend(t), tel.opts()...), varve.Config{})
+		s, err := varve.New(k.Backend(t), varve.Config{Tracer: NewTracer(tel.opts()...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +240,7 @@ func TestNATSDeliveryTrace(t *testing.T) {
 	defer js.DeleteStream(context.Background(), name)
 
 	tel := newTelemetry(t)
-	s, err := varve.New(Wrap(teststore.Kinds[0].Backend(t), tel.opts()...), varve.Config{})
+	s, err := varve.New(teststore.Kinds[0].Backend(t), varve.Config{Tracer: NewTracer(tel.opts()...)})
 	if err != nil {
 		t.Fatal(err)
 	}

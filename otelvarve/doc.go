@@ -1,20 +1,20 @@
 // Package otelvarve instruments varve with OpenTelemetry: traces and
-// metrics of a store's backend, trace context carried in event metadata
-// from an append to each delivery of the event, and metrics of consumers
-// (delivery dispatchers, aggregate repositories). It is opt-in: the root
-// package, the backends and the layers above them do not import it, so an
-// application that does not use OpenTelemetry does not compile it.
+// metrics of a store's calls of its backend, trace context carried in
+// event metadata from an append to each delivery of the event, and metrics
+// of consumers (delivery dispatchers, aggregate repositories). It is
+// opt-in: the root package, the backends and the layers above them do not
+// import it, so an application that does not use OpenTelemetry does not
+// compile it.
 //
-// [Wrap] decorates a [varve.Backend]; pass the result to [varve.New]:
+// [NewTracer] is the hook of a store's [varve.Config.Tracer]:
 //
-//	store, err := varve.New(otelvarve.Wrap(backend), varve.Config{})
+//	store, err := varve.New(backend, varve.Config{Tracer: otelvarve.NewTracer()})
 //
-// The Store finds the optional capabilities of the backend under the
-// wrapper ([varve.Unwrapper]), so it offers the same ones. Each Append, ReadStream page and ReadAll page gets a span and a
-// duration measurement; an Append made inside a span also stores the
-// append span's W3C trace context in the event metadata under [MetadataKey]
-// (see [InjectMetadata] for the format), and [SpanContextFromEvent] and
-// [ContextFromEvent] read it back.
+// Each append (of any kind) and each page that a read asks the backend for
+// gets a span and a duration measurement; an append made inside a span
+// also stores the append span's W3C trace context in the event metadata
+// under [MetadataKey] (see [InjectMetadata] for the format), and
+// [SpanContextFromEvent] and [ContextFromEvent] read it back.
 //
 // [WrapSink] decorates a [delivery.Sink]: each attempt gets a span, a child
 // of the append's span, whose trace context the webhook and NATS sinks of

@@ -27,8 +27,8 @@ func Example() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
-	store, err := varve.New(otelvarve.Wrap(memory.New(),
-		otelvarve.WithTracerProvider(tp), otelvarve.WithMeterProvider(mp)), varve.Config{})
+	tracer := otelvarve.NewTracer(otelvarve.WithTracerProvider(tp), otelvarve.WithMeterProvider(mp))
+	store, err := varve.New(memory.New(), varve.Config{Tracer: tracer})
 	if err != nil {
 		panic(err)
 	}
@@ -73,7 +73,7 @@ func Example() {
 func ExampleWrapSink() {
 	ctx := context.Background()
 	tp := sdktrace.NewTracerProvider()
-	store, _ := varve.New(otelvarve.Wrap(memory.New(), otelvarve.WithTracerProvider(tp)), varve.Config{})
+	store, _ := varve.New(memory.New(), varve.Config{Tracer: otelvarve.NewTracer(otelvarve.WithTracerProvider(tp))})
 	defer store.Close()
 	cmdCtx, cmd := tp.Tracer("shop").Start(ctx, "place order")
 	store.Append(cmdCtx, "order-1", varve.NoStream, varve.NewEvent("OrderPlaced", []byte(`{}`)))

@@ -175,8 +175,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config)
 // (otel.GetMeterProvider) at the time of the call.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
 
-// WithoutTraceContext keeps a wrapped backend from writing the trace
-// context into the metadata of appended events.
+// WithoutTraceContext keeps the hooks of [NewTracer] from writing the
+// trace context into the metadata of appended events.
 func WithoutTraceContext() Option { return func(c *config) { c.propagate = false } }
 
 // DefaultLagLimit is how many events after a consumer's checkpoint

@@ -30,7 +30,7 @@ func TestPrometheusScrape(t *testing.T) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer mp.Shutdown(ctx)
-	store, err := varve.New(otelvarve.Wrap(memory.New(), otelvarve.WithMeterProvider(mp)), varve.Config{})
+	store, err := varve.New(memory.New(), varve.Config{Tracer: otelvarve.NewTracer(otelvarve.WithMeterProvider(mp))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ type Sink struct {
 // WrapSink returns sink instrumented. Each attempt runs in a span
 // varve.deliver of kind producer: a child of the span of the append that
 // wrote the event when the event's metadata holds its trace context
-// ([Wrap] stores it), or, when the attempt's context already has a span, a
+// (the hooks of [NewTracer] store it), or, when the attempt's context already has a span, a
 // child of that span linked to the append's. The span's own trace context
 // goes down to sink as the traceparent and tracestate headers
 // ([delivery.WithHeaders]), which the webhook and NATS sinks of varve send,

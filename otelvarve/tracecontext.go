@@ -106,33 +106,8 @@ func hasKey(meta []byte) bool {
 	return ok
 }
 
-// injectEvents returns events with the trace context of sc in the metadata
-// of each, copied so that the caller's slice is left as it is. An event
-// whose metadata [InjectMetadata] leaves alone, or that would outgrow
-// maxSize (when not 0), keeps its metadata.
-func injectEvents(events []varve.Event, sc trace.SpanContext, maxSize int) []varve.Event {
-	if !sc.IsValid() {
-		return events
-	}
-	var out []varve.Event
-	for i := range events {
-		meta, ok := InjectMetadata(events[i].Metadata, sc)
-		if !ok || (maxSize > 0 && len(events[i].Data)+len(meta) > maxSize) {
-			continue
-		}
-		if out == nil {
-			out = append(make([]varve.Event, 0, len(events)), events...)
-		}
-		out[i].Metadata = meta
-	}
-	if out == nil {
-		return events
-	}
-	return out
-}
-
-// SpanContextFromEvent returns the trace context that [Wrap] stored in the
-// event's metadata, marked remote; ok is false when there is none or it is
+// SpanContextFromEvent returns the trace context that the hooks of
+// [NewTracer] stored in the event's metadata, marked remote; ok is false when there is none or it is
 // not a valid W3C trace context.
 func SpanContextFromEvent(e varve.RecordedEvent) (sc trace.SpanContext, ok bool) {
 	return spanContextFromMetadata(e.Metadata)

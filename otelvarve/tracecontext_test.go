@@ -124,7 +124,7 @@ func TestAppendStoresTraceContext(t *testing.T) {
 	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
 		ctx := context.Background()
 		tel := newTelemetry(t)
-		s, err := varve.New(Wrap(k.Backend(t), tel.opts()...), varve.Config{})
+		s, err := varve.New(k.Backend(t), varve.Config{Tracer: NewTracer(tel.opts()...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestAppendStoresTraceContext(t *testing.T) {
 		again, err := s.Append(rctx, "trace-1", varve.NoStream, events...)
 		retry.End()
 		if err != nil || again != first {
-			t.Fatalf("retry through the wrapper: %+v, %v; want %+v", again, err, first)
+			t.Fatalf("retry through the traced store: %+v, %v; want %+v", again, err, first)
 		}
 		for i := range events {
 			if string(events[i].Metadata) != string(keep[i].Metadata) {
@@ -184,7 +184,7 @@ func TestAppendStoresTraceContext(t *testing.T) {
 			t.Fatalf("binary metadata was changed: %q", got[2].Metadata)
 		}
 
-		off, err := varve.New(Wrap(k.Backend(t), append(tel.opts(), WithoutTraceContext())...), varve.Config{})
+		off, err := varve.New(k.Backend(t), varve.Config{Tracer: NewTracer(append(tel.opts(), WithoutTraceContext())...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,4 +203,37 @@ func TestAppendStoresTraceContext(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTraceContextWithinLimits: an event that the trace context would
+// take past the store's MaxEventSize, or an append past MaxAppendBytes, is
+// stored without it, and the append commits.
+func TestTraceContextWithinLimits(t *testing.T) {
+	ctx := context.Background()
+	tel := newTelemetry(t)
+	s := teststore.Kinds[0].Open(t, varve.Config{Tracer: NewTracer(tel.opts()...), MaxEventSize: 200, MaxAppendBytes: 342})
+	pctx, parent := tel.tp.Tracer("test").Start(ctx, "command")
+	defer parent.End()
+	events := []varve.Event{
+		{ID: varve.NewEventID(), Type: "Big", Data: make([]byte, 190)},
+		{ID: varve.NewEventID(), Type: "Small", Data: []byte(`{}`)},
+		{ID: varve.NewEventID(), Type: "Last", Data: make([]byte, 50)},
+	}
+	if _, err := s.Append(pctx, "limits-1", varve.NoStream, events...); err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for e, err := range s.ReadStream(ctx, "limits-1") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := SpanContextFromEvent(e)
+		got = append(got, ok)
+	}
+	// 190 bytes of data leave no room for the context (84 bytes) within
+	// MaxEventSize; the events' 242 bytes, room for one within
+	// MaxAppendBytes.
+	if !slices.Equal(got, []bool{false, true, false}) {
+		t.Fatalf("trace context stored: %v, want [false true false]", got)
+	}
 }

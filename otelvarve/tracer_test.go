@@ -26,7 +26,7 @@ func TestSpansAndMetrics(t *testing.T) {
 		tel := newTelemetry(t)
 		b := k.Backend(t)
 		name := b.Features().Name
-		s, err := varve.New(Wrap(b, tel.opts()...), varve.Config{})
+		s, err := varve.New(b, varve.Config{Tracer: NewTracer(tel.opts()...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestSpansAndMetrics(t *testing.T) {
 func TestErrorOutcome(t *testing.T) {
 	ctx := context.Background()
 	tel := newTelemetry(t)
-	s, err := varve.New(Wrap(teststore.Kinds[0].Backend(t), tel.opts()...), varve.Config{})
+	s, err := varve.New(teststore.Kinds[0].Backend(t), varve.Config{Tracer: NewTracer(tel.opts()...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestConsumerLag(t *testing.T) {
 	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
 		ctx := context.Background()
 		tel := newTelemetry(t)
-		s := k.Open(t, varve.Config{})
+		s := k.Open(t, varve.Config{Tracer: NewTracer(tel.opts()...)})
 		var last varve.Position
 		for i := range 5 {
 			res, err := s.Append(ctx, "lag-"+strconv.Itoa(i), varve.NoStream, varve.NewEvent("T", nil))
@@ -184,6 +184,7 @@ func TestConsumerLag(t *testing.T) {
 			last = res.Position
 		}
 		readable(t, s, last)
+		spans := len(tel.spans.Ended())
 		var cp varve.Position // the consumer's checkpoint; read by the collect below, on this goroutine
 		reg, err := ObserveConsumer("projector", s, func() varve.Position { return cp }, tel.opts()...)
 		if err != nil {
@@ -213,6 +214,9 @@ func TestConsumerLag(t *testing.T) {
 		}
 		if age, points := gauge(t, ms, "varve.consumer.lag.time", who); points != 1 || age != 0 {
 			t.Errorf("lag time at the head: %v s in %d points, want 0", age, points)
+		}
+		if n := len(tel.spans.Ended()); n != spans {
+			t.Errorf("counting the lag made %d spans: it reads past the store's tracer", n-spans)
 		}
 	})
 }
@@ -286,5 +290,29 @@ func TestRepositoryMetrics(t *testing.T) {
 		if got := sum(t, ms, name, who); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
 		}
+	}
+}
+
+// TestOneTracerManyStores: a tracer shared by stores over different
+// backends measures each under its own backend's name.
+func TestOneTracerManyStores(t *testing.T) {
+	ctx := context.Background()
+	tel := newTelemetry(t)
+	cfg := varve.Config{Tracer: NewTracer(tel.opts()...)}
+	for _, k := range teststore.Kinds[:2] { // memory, sqlite
+		s := k.Open(t, cfg)
+		if _, err := s.Append(ctx, "order-1", varve.NoStream, varve.NewEvent("A", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := tel.collect(t)
+	for _, name := range []string{"memory", "sqlite"} {
+		if got := sum(t, ms, "varve.events.appended", map[attribute.Key]string{AttrBackend: name}); got != 1 {
+			t.Errorf("varve.events.appended of %s: %d, want 1", name, got)
+		}
+	}
+	if spans := tel.ended(SpanAppend); len(spans) != 2 || attrs(spans[0].Attributes())[AttrBackend] != "memory" ||
+		attrs(spans[1].Attributes())[AttrBackend] != "sqlite" {
+		t.Errorf("%d append spans, want one of each backend", len(spans))
 	}
 }
