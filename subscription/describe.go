@@ -109,11 +109,19 @@ func Described(ctx context.Context, store *varve.Store, name string) (d Descript
 // holds at most this much and one event at a time.
 const LagPageBytes = 64 << 10
 
+// LagScanFactor bounds the events [Lag] reads: limit times this (at least
+// 1,000), since the events it reads but does not count (system streams',
+// other segments') cost as much as those it counts.
+const LagScanFactor = 8
+
 // Lag counts the events after pos that the subscription described by d
-// reads, counting at most limit of them; more is set when there are more.
-// It reads $all through d's filter (the backend's indexes where it has
-// them) in pages of at most LagPageBytes of event data.
+// reads, counting at most limit of them; more is set when there are more,
+// or when it read limit×LagScanFactor events (at least 1,000) without
+// reaching the end. It reads $all through d's filter (the backend's
+// indexes where it has them) in pages of at most LagPageBytes of event
+// data.
 func Lag(ctx context.Context, store *varve.Store, pos varve.Position, d Descriptor, limit int) (n int, more bool, err error) {
+	scan := max(limit*LagScanFactor, 1000)
 	f := d.Filter
 	if d.Stream != "" {
 		f = varve.Filter{StreamPrefixes: []string{d.Stream}}
@@ -122,6 +130,9 @@ func Lag(ctx context.Context, store *varve.Store, pos varve.Position, d Descript
 	for e, err := range store.ReadAll(ctx, pos, f, varve.PageSize(max(1, min(limit, 1000))), varve.PageBytes(LagPageBytes)) {
 		if err != nil {
 			return 0, false, err
+		}
+		if scan--; scan < 0 {
+			return n, true, nil
 		}
 		if !d.Match(&e, sep) {
 			continue

@@ -91,3 +91,24 @@ func TestDescriptorAndLag(t *testing.T) {
 		}
 	})
 }
+
+// TestLagScanBound: Lag stops reading after limit×LagScanFactor events (at
+// least 1,000) that it does not count, and says there may be more.
+func TestLagScanBound(t *testing.T) {
+	s := newStore(t, false)
+	ctx := t.Context()
+	events := make([]varve.Event, 1100)
+	for i := range events {
+		events[i] = varve.Event{Type: "Parked"}
+	}
+	if _, err := s.System().Append(ctx, "$parked-many", varve.Any, events...); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, "order-1", "Placed", 1)
+	if n, more, err := subscription.Lag(ctx, s, varve.Start, subscription.Descriptor{}, 10); err != nil || n != 0 || !more {
+		t.Errorf("past 1,100 uncounted events with a limit of 10: %d (more %v) %v, want 0 and more", n, more, err)
+	}
+	if n, more, err := subscription.Lag(ctx, s, varve.Start, subscription.Descriptor{}, 200); err != nil || n != 1 || more {
+		t.Errorf("with a limit of 200 (a scan of 1,600): %d (more %v) %v, want 1", n, more, err)
+	}
+}
