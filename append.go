@@ -31,7 +31,7 @@ func (s *Store) append(ctx context.Context, stream string, expected ExpectedVers
 	if s.tr == nil {
 		res, err = s.b.Append(ctx, req)
 	} else {
-		res, err = s.appendTraced(ctx, TraceAppend, req, AppendCondition{}, s.b.Append)
+		res, err = s.appendTraced(ctx, opAppend, req, AppendCondition{}, s.b.Append)
 	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("varve: append to stream %q: %w", stream, err)

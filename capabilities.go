@@ -1,7 +1,5 @@
 package varve
 
-import "reflect"
-
 // Capabilities are the plain facts of what a store can do beyond the core
 // of every backend (appends, reads of streams and of $all, stream
 // lifecycle). [Store.Capabilities] reports them, each found on the backend
@@ -53,19 +51,6 @@ func (s *Store) Capabilities() Capabilities {
 		Leases:             s.leases != nil,
 		Durable:            s.b.Features().Durable,
 	}
-}
-
-// Missing returns the names of the capabilities that want has and c lacks,
-// in the order of the fields; nil when c has them all.
-func (c Capabilities) Missing(want Capabilities) []string {
-	have, w := reflect.ValueOf(c), reflect.ValueOf(want)
-	var out []string
-	for i := range w.NumField() {
-		if w.Field(i).Bool() && !have.Field(i).Bool() {
-			out = append(out, w.Type().Field(i).Name)
-		}
-	}
-	return out
 }
 
 // As finds the first of b and the backends it wraps (down [Unwrapper]

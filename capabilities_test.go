@@ -1,7 +1,6 @@
 package varve_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/varve-go/varve"
@@ -33,21 +32,6 @@ func TestStoreCapabilities(t *testing.T) {
 		s := newStore(t, tc.b, varve.Config{})
 		if got := s.Capabilities(); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestCapabilitiesMissing(t *testing.T) {
-	for _, tc := range []struct {
-		have, want varve.Capabilities
-		missing    []string
-	}{
-		{varve.Capabilities{}, varve.Capabilities{}, nil},
-		{varve.Capabilities{Watch: true, Tags: true}, varve.Capabilities{Watch: true}, nil},
-		{varve.Capabilities{Watch: true}, varve.Capabilities{Watch: true, Tags: true, Durable: true}, []string{"Tags", "Durable"}},
-	} {
-		if got := tc.have.Missing(tc.want); !slices.Equal(got, tc.missing) {
-			t.Errorf("%+v.Missing(%+v) = %q, want %q", tc.have, tc.want, got, tc.missing)
 		}
 	}
 }

@@ -173,7 +173,7 @@ func (s *Store) AppendIf(ctx context.Context, stream string, expected ExpectedVe
 	if s.tr == nil {
 		res, err = s.tags.AppendIf(ctx, req, cond)
 	} else {
-		res, err = s.appendTraced(ctx, TraceAppendIf, req, cond, func(ctx context.Context, req AppendRequest) (AppendResult, error) {
+		res, err = s.appendTraced(ctx, opAppendIf, req, cond, func(ctx context.Context, req AppendRequest) (AppendResult, error) {
 			return s.tags.AppendIf(ctx, req, cond)
 		})
 	}
@@ -255,7 +255,7 @@ func (s *Store) readQuery(ctx context.Context, after Position, n, bytes int, q Q
 	if s.tr == nil {
 		out, through, err = s.tags.ReadQuery(ctx, req, buf)
 	} else {
-		out, err = s.readTraced(ctx, TraceReadStartData{Op: TraceReadQuery, After: after, Query: q, Limit: n, MaxBytes: bytes}, start,
+		out, err = s.readTraced(ctx, TraceReadStartData{Op: opReadQuery, After: after, Query: q, Limit: n, MaxBytes: bytes}, start,
 			func(ctx context.Context) ([]RecordedEvent, error) {
 				var out []RecordedEvent
 				out, through, err = s.tags.ReadQuery(ctx, req, buf)

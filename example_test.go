@@ -151,11 +151,8 @@ func ExampleStore_Capabilities() {
 	defer store.Close()
 	caps := store.Capabilities()
 	fmt.Println("tags:", caps.Tags, "durable:", caps.Durable)
-	// What an application needs, and what this store lacks of it.
-	fmt.Println("missing:", caps.Missing(varve.Capabilities{Tags: true, Durable: true}))
 	// Output:
 	// tags: true durable: false
-	// missing: [Durable]
 }
 
 // A decorator finds the capability of the backend it wraps with As.

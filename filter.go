@@ -3,7 +3,6 @@ package varve
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -187,7 +186,7 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n, bytes int, 
 		if s.tr == nil {
 			out, through, err = s.filtered.ReadAllFiltered(ctx, fq, buf)
 		} else {
-			out, err = s.readTraced(ctx, TraceReadStartData{Op: TraceReadFiltered, After: after, Filter: q, Limit: n, MaxBytes: bytes}, start,
+			out, err = s.readTraced(ctx, TraceReadStartData{Op: opReadFiltered, After: after, Filter: q, Limit: n, MaxBytes: bytes}, start,
 				func(ctx context.Context) ([]RecordedEvent, error) {
 					var out []RecordedEvent
 					out, through, err = s.filtered.ReadAllFiltered(ctx, fq, buf)
@@ -259,30 +258,4 @@ func laterOf(p, q Position) Position {
 		return q
 	}
 	return p
-}
-
-// ScanFiltered reads one filtered page as a Store over a backend without
-// [FilteredReader] would: by filtering full pages of the global log. It is
-// the reference of the conformance suite and of benchmarks; applications
-// use [Store.ReadAllPage] with a [Filter].
-func (s *Store) ScanFiltered(ctx context.Context, after Position, f Filter, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
-	o, err := s.allOptions(opts)
-	if err == nil {
-		err = s.ready(ctx)
-	}
-	if err == nil {
-		err = f.check()
-	}
-	page := AllPage{Events: buf, Through: after}
-	if err == nil {
-		rctx, stop := s.readContext(ctx)
-		page.Events, page.Through, err = s.scanFiltered(rctx, after, o.pageLen(), o.bytes, f, buf)
-		err = readErr(rctx, err)
-		stop()
-	}
-	if err != nil {
-		return AllPage{Events: buf, Through: after}, fmt.Errorf("varve: read $all after %s: %w", after, err)
-	}
-	page.Full = full(page.Events[len(buf):], o.pageLen(), o.bytes)
-	return page, nil
 }

@@ -251,7 +251,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts ...StreamOpt
 				if s.tr == nil {
 					return s.b.ReadStream(ctx, q, buf)
 				}
-				return s.readTraced(ctx, TraceReadStartData{Op: TraceReadStream, Stream: stream, Direction: q.Direction, From: q.From, Limit: n, MaxBytes: q.MaxBytes}, len(buf),
+				return s.readTraced(ctx, TraceReadStartData{Op: opReadStream, Stream: stream, Direction: q.Direction, From: q.From, Limit: n, MaxBytes: q.MaxBytes}, len(buf),
 					func(ctx context.Context) ([]RecordedEvent, error) { return s.b.ReadStream(ctx, q, buf) })
 			},
 			func(last *RecordedEvent) bool {
@@ -362,6 +362,6 @@ func (s *Store) readAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([
 	if s.tr == nil {
 		return s.b.ReadAll(ctx, q, buf)
 	}
-	return s.readTraced(ctx, TraceReadStartData{Op: TraceReadAll, After: q.After, Limit: q.Limit, MaxBytes: q.MaxBytes}, len(buf),
+	return s.readTraced(ctx, TraceReadStartData{Op: opReadAll, After: q.After, Limit: q.Limit, MaxBytes: q.MaxBytes}, len(buf),
 		func(ctx context.Context) ([]RecordedEvent, error) { return s.b.ReadAll(ctx, q, buf) })
 }

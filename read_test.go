@@ -70,10 +70,6 @@ func TestPageBytesReachBackend(t *testing.T) {
 			_, err := s.ReadAllPage(ctx, varve.Start, nil, append(allOpts(opts), f)...)
 			return err
 		},
-		"scanned page": func(s *varve.Store, opts ...varve.ReadOption) error {
-			_, err := s.ScanFiltered(ctx, varve.Start, f, nil, allOpts(opts)...)
-			return err
-		},
 		"query": func(s *varve.Store, opts ...varve.ReadOption) error {
 			_, err := collectAll(s.ReadQuery(ctx, q, varve.Start, allOpts(opts)...))
 			return err

@@ -128,7 +128,7 @@ func (n Snapshots) Append(ctx context.Context, stream string, expected ExpectedV
 	if s.tr == nil {
 		res, err = n.c.AppendWithSnapshot(ctx, req, snap)
 	} else {
-		res, err = s.appendTraced(ctx, TraceAppendSnapshot, req, AppendCondition{}, func(ctx context.Context, req AppendRequest) (AppendResult, error) {
+		res, err = s.appendTraced(ctx, opAppendSnapshot, req, AppendCondition{}, func(ctx context.Context, req AppendRequest) (AppendResult, error) {
 			return n.c.AppendWithSnapshot(ctx, req, snap)
 		})
 	}
@@ -182,7 +182,7 @@ func (n Snapshots) Read(ctx context.Context, stream string, opts ...ReadOption) 
 		if s.tr == nil {
 			snap, ok, page, err = n.c.ReadFromSnapshot(rctx, stream, p.pageSize, buf)
 		} else {
-			page, err = s.readTraced(rctx, TraceReadStartData{Op: TraceReadSnapshot, Stream: stream, Limit: p.pageSize}, 0,
+			page, err = s.readTraced(rctx, TraceReadStartData{Op: opReadSnapshot, Stream: stream, Limit: p.pageSize}, 0,
 				func(ctx context.Context) ([]RecordedEvent, error) {
 					var page []RecordedEvent
 					snap, ok, page, err = n.c.ReadFromSnapshot(ctx, stream, p.pageSize, buf)

@@ -55,11 +55,32 @@ type Config struct {
 	// for its life.
 	CategorySeparator string
 	// Tracer, when set, traces and measures the store's calls of its
-	// backend: New finds the optional interfaces it implements
-	// ([AppendTracer], [ReadTracer], [MetadataInjector], [StoreTracer])
-	// once, and the Store calls them around each append and each page it
-	// reads. Package otelvarve has one for OpenTelemetry. See [Tracer].
-	Tracer Tracer
+	// backend: spans, metrics, logs of slow calls. New looks once, by type
+	// assertion, for the optional interfaces it implements, as pgx does
+	// with its tracers, and the Store calls the hooks it found around
+	// each of its calls of the backend:
+	//
+	//   - [StoreTracer]: New asks it for the tracer of this store (knowing
+	//     the backend's [Features]) and looks for the others on that one;
+	//   - [AppendTracer]: every append (Store.Append, System.Append,
+	//     AppendIf, AppendMulti, Snapshots.Append);
+	//   - [ReadTracer]: every page a read asks the backend for
+	//     (ReadStream, ReadAll and ReadAllPage, filtered or not, ReadQuery
+	//     and ReadQueryPage, Snapshots.Read);
+	//   - [MetadataInjector]: the metadata of appended events, such as the
+	//     trace context of the append.
+	//
+	// A call that the Store refuses before it reaches the backend (a bad
+	// argument, a closed store, a missing capability) is not traced, nor
+	// are the other calls of the backend (stream info, lifecycle,
+	// snapshots saved or loaded, checkpoints, listings, leases). A Store
+	// without a Tracer, or with one that implements none of the
+	// interfaces, pays one nil check per call and allocates nothing for
+	// it. The hooks run on the goroutine of the call they trace,
+	// concurrently for concurrent calls, and must be safe for concurrent
+	// use; they must not modify what they are given, nor keep it past the
+	// hook. Package otelvarve has one for OpenTelemetry.
+	Tracer any
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -6,84 +6,44 @@ import (
 	"time"
 )
 
-// Tracer is the hook of [Config.Tracer] that traces and measures a store's
-// calls of its backend: spans, metrics, logs of slow calls. It has no
-// methods of its own. [New] looks once, by type assertion, for the
-// optional interfaces it implements, as pgx does with its tracers, and the
-// Store then calls the hooks it found around each of its calls of the
-// backend:
-//
-//   - [StoreTracer]: New asks it for the Tracer of this store (knowing the
-//     backend's [Features]) and looks for the others on that one;
-//   - [AppendTracer]: every append (Store.Append, System.Append, AppendIf,
-//     AppendMulti, Snapshots.Append);
-//   - [ReadTracer]: every page a read asks the backend for (ReadStream,
-//     ReadAll and ReadAllPage, filtered or not, ReadQuery and
-//     ReadQueryPage, Snapshots.Read);
-//   - [MetadataInjector]: the metadata of appended events, such as the
-//     trace context of the append.
-//
-// A call that the Store refuses before it reaches the backend (a bad
-// argument, a closed store, a missing capability) is not traced, and
-// neither are the other calls of the backend (stream info, lifecycle,
-// snapshots saved or loaded, checkpoints, listings, leases). A Store
-// without a Tracer, or with one that implements none of the interfaces,
-// pays one nil check per call and allocates nothing for it.
-//
-// The hooks run on the goroutine of the call they trace, concurrently for
-// concurrent calls, and must be safe for concurrent use. They must not
-// modify what they are given, nor keep it past the hook.
-type Tracer any
-
-// StoreTracer is a [Tracer] whose hooks depend on the store they serve,
+// StoreTracer is a [Config.Tracer] whose hooks depend on the store they serve,
 // such as metrics labelled with the backend's name. New calls TracerFor
 // once with the backend's Features and looks for the other interfaces on
 // the Tracer it returns (not on a StoreTracer that it returns in turn), so
 // that one value in a shared Config serves each store with its own.
 type StoreTracer interface {
-	TracerFor(f Features) Tracer
+	TracerFor(f Features) any
 }
 
-// TraceOp names the operation of a store that a hook traces.
-type TraceOp uint8
-
-// The operations of [AppendTracer] and [ReadTracer].
+// The operations that [AppendTracer] and [ReadTracer] see, in the Op
+// field of their data, named as OpenTelemetry's db.operation.name would
+// name them:
+//
+//   - "append": Store.Append and System.Append ([Backend.Append]);
+//   - "append_if": Store.AppendIf ([TagStore.AppendIf]);
+//   - "append_multi": Store.AppendMulti ([MultiAppender.AppendMulti]);
+//   - "append_snapshot": Snapshots.Append
+//     ([CommitSnapshotStore.AppendWithSnapshot]);
+//   - "read_stream": a page of a stream ([Backend.ReadStream]);
+//   - "read_all": a page of $all ([Backend.ReadAll]), also each page that
+//     the Store filters itself for a filtered read;
+//   - "read_filtered": a page of the events of $all that match a filter,
+//     read through the backend's indexes ([FilteredReader.ReadAllFiltered]);
+//   - "read_query": a page of the events that match a query
+//     ([TagStore.ReadQuery]);
+//   - "read_snapshot": a stream's snapshot and the first page of its
+//     events after it ([CommitSnapshotStore.ReadFromSnapshot]).
 const (
-	// TraceAppend: Store.Append and System.Append ([Backend.Append]).
-	TraceAppend TraceOp = iota + 1
-	// TraceAppendIf: Store.AppendIf ([TagStore.AppendIf]).
-	TraceAppendIf
-	// TraceAppendMulti: Store.AppendMulti ([MultiAppender.AppendMulti]).
-	TraceAppendMulti
-	// TraceAppendSnapshot: Snapshots.Append
-	// ([CommitSnapshotStore.AppendWithSnapshot]).
-	TraceAppendSnapshot
-	// TraceReadStream: a page of a stream ([Backend.ReadStream]).
-	TraceReadStream
-	// TraceReadAll: a page of $all ([Backend.ReadAll]), also each page
-	// that the Store filters itself for a filtered read.
-	TraceReadAll
-	// TraceReadFiltered: a page of the events of $all that match a
-	// filter, read through the backend's indexes
-	// ([FilteredReader.ReadAllFiltered]).
-	TraceReadFiltered
-	// TraceReadQuery: a page of the events that match a query
-	// ([TagStore.ReadQuery]).
-	TraceReadQuery
-	// TraceReadSnapshot: a stream's snapshot and the first page of its
-	// events after it ([CommitSnapshotStore.ReadFromSnapshot]).
-	TraceReadSnapshot
+	opAppend         = "append"
+	opAppendIf       = "append_if"
+	opAppendMulti    = "append_multi"
+	opAppendSnapshot = "append_snapshot"
+	opReadStream     = "read_stream"
+	opReadAll        = "read_all"
+	opReadFiltered   = "read_filtered"
+	opReadQuery      = "read_query"
+	opReadSnapshot   = "read_snapshot"
 )
-
-var traceOps = [...]string{"", "append", "append_if", "append_multi", "append_snapshot",
-	"read_stream", "read_all", "read_filtered", "read_query", "read_snapshot"}
-
-func (o TraceOp) String() string {
-	if int(o) < len(traceOps) && o != 0 {
-		return traceOps[o]
-	}
-	return "unknown"
-}
 
 // AppendTracer traces the appends of a store.
 type AppendTracer interface {
@@ -100,7 +60,8 @@ type AppendTracer interface {
 
 // TraceAppendStartData describes an append.
 type TraceAppendStartData struct {
-	Op TraceOp
+	// Op is "append", "append_if", "append_multi" or "append_snapshot".
+	Op string
 	// Stream, Expected and Events are those of an append to one stream,
 	// the events as the caller passed them (every id set).
 	Stream   string
@@ -145,18 +106,20 @@ type ReadTracer interface {
 
 // TraceReadStartData describes the read of a page.
 type TraceReadStartData struct {
-	Op TraceOp
-	// Stream is the stream of TraceReadStream and TraceReadSnapshot;
-	// Direction and From those of TraceReadStream.
+	// Op is "read_stream", "read_all", "read_filtered", "read_query" or
+	// "read_snapshot".
+	Op string
+	// Stream is the stream of read_stream and read_snapshot; Direction and
+	// From those of read_stream.
 	Stream    string
 	Direction Direction
 	From      Version
 	// After is where a page of $all, of a filter or of a query starts.
 	After Position
-	// Filter is the filter of TraceReadFiltered as the backend gets it:
+	// Filter is the filter of read_filtered as the backend gets it:
 	// its lists sorted, with the categories that stream prefixes imply.
 	Filter Filter
-	// Query is the query of TraceReadQuery.
+	// Query is the query of read_query.
 	Query Query
 	// Limit and MaxBytes bound the page, in events and in bytes of event
 	// data (0: no byte bound).
@@ -176,17 +139,7 @@ type TraceReadEndData struct {
 	Err error
 }
 
-// Bytes returns the sum of [RecordedEvent.Size] over the page's events:
-// the bytes of event data it read.
-func (d TraceReadEndData) Bytes() int {
-	n := 0
-	for i := range d.Page {
-		n += d.Page[i].Size()
-	}
-	return n
-}
-
-// MetadataInjector is a [Tracer] that adds to the metadata of appended
+// MetadataInjector is a [Config.Tracer] that adds to the metadata of appended
 // events; package otelvarve stores the W3C trace context of the append
 // there. For each event of an append that reaches the backend, after
 // TraceAppendStart, the Store calls InjectMetadata with the context that
@@ -211,7 +164,7 @@ type tracing struct {
 	meta MetadataInjector
 }
 
-func newTracing(t Tracer, f Features) *tracing {
+func newTracing(t any, f Features) *tracing {
 	if st, ok := t.(StoreTracer); ok {
 		t = st.TracerFor(f)
 	}
@@ -278,7 +231,7 @@ func eventBytes(events []Event) int {
 
 // appendTraced is an append to one stream that do, the backend's call,
 // carries out between the hooks of the store's tracer.
-func (s *Store) appendTraced(ctx context.Context, op TraceOp, req AppendRequest, cond AppendCondition,
+func (s *Store) appendTraced(ctx context.Context, op string, req AppendRequest, cond AppendCondition,
 	do func(context.Context, AppendRequest) (AppendResult, error)) (AppendResult, error) {
 	t := s.tr
 	d := TraceAppendStartData{Op: op, Stream: req.Stream, Expected: req.Expected, Events: req.Events, Condition: cond}
@@ -300,7 +253,7 @@ func (s *Store) appendTraced(ctx context.Context, op TraceOp, req AppendRequest,
 // the store's tracer.
 func (s *Store) appendMultiTraced(ctx context.Context, req MultiAppendRequest) ([]AppendResult, error) {
 	t := s.tr
-	d := TraceAppendStartData{Op: TraceAppendMulti, Appends: req.Appends, Checks: req.Checks}
+	d := TraceAppendStartData{Op: opAppendMulti, Appends: req.Appends, Checks: req.Checks}
 	ctx = t.startAppend(ctx, d)
 	budget := s.cfg.MaxAppendBytes
 	for _, a := range req.Appends {

@@ -18,16 +18,16 @@ import (
 // [WithoutTraceContext], the trace context of each append is stored in its
 // events' metadata ([varve.MetadataInjector]).
 //
-// The value is a [varve.StoreTracer]: each store made with it gets
+// It is a [varve.StoreTracer]: each store made with it gets
 // instruments labelled with its backend's name, so one Config may serve
 // several stores. An instrument that the meter provider refuses to create
 // is reported to otel.Handle when the store is made, and left out.
-func NewTracer(opts ...Option) varve.Tracer { return tracer{c: newConfig(opts)} }
+func NewTracer(opts ...Option) varve.StoreTracer { return tracer{c: newConfig(opts)} }
 
 type tracer struct{ c config }
 
 // TracerFor returns the hooks of a store over a backend with features f.
-func (t tracer) TracerFor(f varve.Features) varve.Tracer {
+func (t tracer) TracerFor(f varve.Features) any {
 	h := newHooks(f, t.c)
 	if t.c.propagate {
 		return propagating{h}
@@ -117,16 +117,18 @@ func end(span trace.Span, kv []attribute.KeyValue, err error, n int) {
 	span.End()
 }
 
-// appendAttrs and readAttrs are how many attributes a span of each
-// operation gets.
-var (
-	appendAttrs = [...]int{varve.TraceAppend: 7, varve.TraceAppendSnapshot: 7, varve.TraceAppendIf: 9, varve.TraceAppendMulti: 5}
-	readAttrs   = [...]int{varve.TraceReadStream: 5, varve.TraceReadSnapshot: 5, varve.TraceReadAll: 4, varve.TraceReadFiltered: 7, varve.TraceReadQuery: 5}
-)
-
-func attrCap(caps []int, op varve.TraceOp) int {
-	if int(op) < len(caps) && caps[op] > 0 {
-		return caps[op]
+// attrCap is how many attributes a span of the operation op gets, end's
+// two included.
+func attrCap(op string) int {
+	switch op {
+	case "append_if":
+		return 9
+	case "append", "append_snapshot", "read_filtered":
+		return 7
+	case "append_multi", "read_stream", "read_snapshot", "read_query":
+		return 5
+	case "read_all":
+		return 4
 	}
 	return 10
 }
@@ -137,9 +139,9 @@ func attrCap(caps []int, op varve.TraceOp) int {
 func (h *hooks) TraceAppendStart(ctx context.Context, d varve.TraceAppendStartData) context.Context {
 	name := SpanAppend
 	switch d.Op {
-	case varve.TraceAppendIf:
+	case "append_if":
 		name = SpanAppendIf
-	case varve.TraceAppendMulti:
+	case "append_multi":
 		name = SpanAppendMulti
 	}
 	ctx, _ = h.tracer.Start(ctx, name, clientSpan...)
@@ -150,9 +152,9 @@ func (h *hooks) TraceAppendStart(ctx context.Context, d varve.TraceAppendStartDa
 func (h *hooks) TraceAppendEnd(ctx context.Context, d varve.TraceAppendEndData) {
 	op, s := &h.appendOp, &d.Start
 	switch s.Op {
-	case varve.TraceAppendIf:
+	case "append_if":
 		op = &h.appendIfOp
-	case varve.TraceAppendMulti:
+	case "append_multi":
 		op = &h.multiOp
 	}
 	op.record(ctx, d.Duration, d.Err, d.Events)
@@ -163,22 +165,22 @@ func (h *hooks) TraceAppendEnd(ctx context.Context, d varve.TraceAppendEndData) 
 	var kv []attribute.KeyValue
 	if span.IsRecording() {
 		// Room for every attribute, end's two included.
-		kv = make([]attribute.KeyValue, 0, attrCap(appendAttrs[:], s.Op))
+		kv = make([]attribute.KeyValue, 0, attrCap(s.Op))
 		kv = append(kv, h.backendAttr)
 		switch s.Op {
-		case varve.TraceAppendMulti:
+		case "append_multi":
 			streams := make([]string, len(s.Appends))
 			for i, a := range s.Appends {
 				streams[i] = a.Stream
 			}
 			kv = append(kv, AttrStreams.StringSlice(streams), AttrChecks.Int(len(s.Checks)))
-		case varve.TraceAppendIf:
+		case "append_if":
 			kv = append(kv, AttrStream.String(s.Stream), AttrExpectedVersion.String(s.Expected.String()),
 				AttrPosition.String(s.Condition.After.String()), AttrQueryItems.Int(len(s.Condition.FailIfEventsMatch.Items)))
 		default:
 			kv = append(kv, AttrStream.String(s.Stream), AttrExpectedVersion.String(s.Expected.String()))
 		}
-		if d.Err == nil && s.Op != varve.TraceAppendMulti {
+		if d.Err == nil && s.Op != "append_multi" {
 			kv = append(kv, AttrVersion.Int64(int64(d.Result.LastVersion)), AttrPosition.String(d.Result.Position.String()))
 		}
 	}
@@ -191,9 +193,9 @@ func (h *hooks) TraceAppendEnd(ctx context.Context, d varve.TraceAppendEndData) 
 func (h *hooks) TraceReadStart(ctx context.Context, d varve.TraceReadStartData) context.Context {
 	name := SpanReadAll
 	switch d.Op {
-	case varve.TraceReadStream, varve.TraceReadSnapshot:
+	case "read_stream", "read_snapshot":
 		name = SpanReadStream
-	case varve.TraceReadQuery:
+	case "read_query":
 		name = SpanReadQuery
 	}
 	ctx, _ = h.tracer.Start(ctx, name, clientSpan...)
@@ -205,11 +207,11 @@ func (h *hooks) TraceReadEnd(ctx context.Context, d varve.TraceReadEndData) {
 	s := &d.Start
 	op, set := &h.allOp, h.readAllSet
 	switch s.Op {
-	case varve.TraceReadStream, varve.TraceReadSnapshot:
+	case "read_stream", "read_snapshot":
 		op, set = &h.streamOp, h.readStreamSet
-	case varve.TraceReadFiltered:
+	case "read_filtered":
 		op = &h.filteredOp
-	case varve.TraceReadQuery:
+	case "read_query":
 		op, set = &h.queryOp, h.readQuerySet
 	}
 	n := len(d.Page)
@@ -220,19 +222,19 @@ func (h *hooks) TraceReadEnd(ctx context.Context, d varve.TraceReadEndData) {
 	span := trace.SpanFromContext(ctx)
 	var kv []attribute.KeyValue
 	if span.IsRecording() {
-		kv = make([]attribute.KeyValue, 0, attrCap(readAttrs[:], s.Op))
+		kv = make([]attribute.KeyValue, 0, attrCap(s.Op))
 		kv = append(kv, h.backendAttr)
 		switch s.Op {
-		case varve.TraceReadStream, varve.TraceReadSnapshot:
+		case "read_stream", "read_snapshot":
 			dir := "forward"
 			if s.Direction == varve.Backward {
 				dir = "backward"
 			}
 			kv = append(kv, AttrStream.String(s.Stream), AttrDirection.String(dir))
-		case varve.TraceReadFiltered:
+		case "read_filtered":
 			kv = append(kv, AttrPosition.String(s.After.String()), AttrCategories.StringSlice(s.Filter.Categories),
 				AttrEventTypes.StringSlice(s.Filter.Types), AttrStreamPrefixes.StringSlice(s.Filter.StreamPrefixes))
-		case varve.TraceReadQuery:
+		case "read_query":
 			kv = append(kv, AttrPosition.String(s.After.String()), AttrQueryItems.Int(len(s.Query.Items)))
 		default:
 			kv = append(kv, AttrPosition.String(s.After.String()))

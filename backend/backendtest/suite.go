@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func Run(t *testing.T, f Factory) {
 func testCapabilities(t *testing.T, f Factory) {
 	s := store(t, f)
 	have := s.Capabilities()
-	if missing := have.Missing(f.Capabilities); missing != nil {
+	if missing := missing(have, f.Capabilities); missing != nil {
 		t.Errorf("the backend declares capabilities %v that a store over it lacks (it has %+v)", missing, have)
 	}
 	t.Logf("%s: %+v", s.Features().Name, have)
@@ -107,11 +108,24 @@ func testCapabilities(t *testing.T, f Factory) {
 // the caller then skips; it fails the test when the factory declares them.
 func lacks(t *testing.T, f Factory, s *varve.Store, want varve.Capabilities) bool {
 	t.Helper()
-	missing := s.Capabilities().Missing(want)
-	if missing != nil && f.Capabilities.Missing(want) == nil {
-		t.Fatalf("the backend declares %v, which a store over it lacks", missing)
+	lost := missing(s.Capabilities(), want)
+	if lost != nil && missing(f.Capabilities, want) == nil {
+		t.Fatalf("the backend declares %v, which a store over it lacks", lost)
 	}
-	return missing != nil
+	return lost != nil
+}
+
+// missing returns the names of the capabilities that want has and have
+// lacks, in the order of the fields; nil when have has them all.
+func missing(have, want varve.Capabilities) []string {
+	h, w := reflect.ValueOf(have), reflect.ValueOf(want)
+	var out []string
+	for i := range w.NumField() {
+		if w.Field(i).Bool() && !h.Field(i).Bool() {
+			out = append(out, w.Type().Field(i).Name)
+		}
+	}
+	return out
 }
 
 // store opens a store over a new backend, closed when the test ends.

@@ -16,6 +16,7 @@ import (
 	"github.com/varve-go/varve/backend/backendtest"
 	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 	"github.com/varve-go/varve/internal/testenv"
+	"github.com/varve-go/varve/internal/workload"
 )
 
 // Benchmarks run against the machine's server (Debian's 2.9) and the
@@ -448,7 +449,7 @@ func TestScale(t *testing.T) {
 // 100,000 events (commits of 10 events, 100-byte events), from the start,
 // in pages of 512: pushed down to the category's subjects, and, in the
 // same iteration, as the Store filters a backend without
-// varve.FilteredReader (Store.ScanFiltered), and an unfiltered read of as
+// varve.FilteredReader (workload.Scanning), and an unfiltered read of as
 // many events of $all. An operation is one of each; pushdown-ms, scan-ms
 // and unfiltered-ms are their times, scan/pushdown the speed-up of
 // pushdown, pushdown-rate/unfiltered-rate the events/s of the filtered
@@ -486,18 +487,21 @@ func BenchmarkFilteredCatchUp(b *testing.B) {
 				b.Fatal(err)
 			}
 			f := varve.Filter{Categories: []string{"hot"}}
+			scanning, err := workload.Scanning(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer scanning.Close()
 			catchUp := func(scan bool) (int, time.Duration) {
 				start := time.Now()
 				buf := make([]varve.RecordedEvent, 0, 512)
 				pos, n := varve.Start, 0
 				for {
-					var page varve.AllPage
-					var err error
+					st := s
 					if scan {
-						page, err = s.ScanFiltered(ctx, pos, f, buf[:0], varve.Limit(512))
-					} else {
-						page, err = s.ReadAllPage(ctx, pos, buf[:0], f, varve.Limit(512))
+						st = scanning
 					}
+					page, err := st.ReadAllPage(ctx, pos, buf[:0], f, varve.Limit(512))
 					if err != nil {
 						b.Fatal(err)
 					}

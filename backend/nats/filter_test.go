@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/workload"
 )
 
 // TestSubjectLayout checks the category layout's tokens: every stream id
@@ -155,14 +156,16 @@ func describeEvents(t *testing.T, s *varve.Store, f varve.Filter, reference bool
 	t.Helper()
 	var out []string
 	pos := varve.Start
-	for {
-		var page varve.AllPage
-		var err error
-		if reference {
-			page, err = s.ScanFiltered(ctxT(t), pos, f, nil, varve.Limit(5))
-		} else {
-			page, err = s.ReadAllPage(ctxT(t), pos, nil, f, varve.Limit(5))
+	if reference {
+		scan, err := workload.Scanning(s)
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer scan.Close()
+		s = scan
+	}
+	for {
+		page, err := s.ReadAllPage(ctxT(t), pos, nil, f, varve.Limit(5))
 		if err != nil {
 			t.Fatal(err)
 		}
