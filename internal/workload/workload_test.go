@@ -141,6 +141,24 @@ func TestPayloadSizes(t *testing.T) {
 	}
 }
 
+// countedOp is slowOp that counts the ops it completes and calls done,
+// when set, with the count.
+func countedOp(completed *atomic.Int64, done func(int64)) func(int) workload.Op {
+	return func(w int) workload.Op {
+		op := slowOp(w)
+		return func(ctx context.Context) (int, error) {
+			n, err := op(ctx)
+			if err == nil {
+				c := completed.Add(1)
+				if done != nil {
+					done(c)
+				}
+			}
+			return n, err
+		}
+	}
+}
+
 // slowOp sleeps, so that limits and cancellation land while ops run.
 func slowOp(int) workload.Op {
 	return func(ctx context.Context) (int, error) {
@@ -155,15 +173,24 @@ func slowOp(int) workload.Op {
 
 func TestDriveStops(t *testing.T) {
 	t.Run("duration", func(t *testing.T) {
-		res := drive(t, 2, slowOp, workload.Limits{Ops: 1 << 30, Duration: 50 * time.Millisecond})
-		if res.err != nil || res.stopped != workload.StopDuration || res.Ops == 0 {
-			t.Fatalf("got %q after %d ops, error %v; want duration", res.stopped, res.Ops, res.err)
+		// Every op that completed is counted (on a starved machine none
+		// may complete in 50ms).
+		var completed atomic.Int64
+		res := drive(t, 2, countedOp(&completed, nil), workload.Limits{Ops: 1 << 30, Duration: 50 * time.Millisecond})
+		if res.err != nil || res.stopped != workload.StopDuration || res.Ops != completed.Load() {
+			t.Fatalf("got %q after %d ops (%d completed), error %v; want duration", res.stopped, res.Ops, completed.Load(), res.err)
 		}
 	})
 	t.Run("interrupted", func(t *testing.T) {
+		// Interrupted when the second op completes: with an op done
+		// however slow the machine.
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(50*time.Millisecond, cancel)
-		res := driveCtx(ctx, 4, slowOp, workload.Limits{Ops: 1 << 30})
+		var completed atomic.Int64
+		res := driveCtx(ctx, 4, countedOp(&completed, func(n int64) {
+			if n == 2 {
+				cancel()
+			}
+		}), workload.Limits{Ops: 1 << 30})
 		if res.err != nil || res.stopped != workload.StopInterrupted || res.Ops == 0 {
 			t.Fatalf("got %q after %d ops, error %v; want interrupted with what ran", res.stopped, res.Ops, res.err)
 		}

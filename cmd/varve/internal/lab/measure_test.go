@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,12 +43,18 @@ func TestMeasure(t *testing.T) {
 		t.Fatalf("timeline holds %d ops, live %d/%d; result %d/%d", sum, live.Ops(), live.Events(), res.Ops, res.Events)
 	}
 
+	// The run is interrupted when its second op completes, so that it is
+	// interrupted with an op done however slow the machine (a timer could
+	// fire before any op ran on a starved one).
 	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(50*time.Millisecond, cancel)
+	var completed atomic.Int64
 	slow := func(int) workload.Op {
 		return func(ctx context.Context) (int, error) {
 			select {
 			case <-time.After(time.Millisecond):
+				if completed.Add(1) == 2 {
+					cancel()
+				}
 				return 1, nil
 			case <-ctx.Done():
 				return 0, ctx.Err()
