@@ -124,6 +124,9 @@ func (r *Runner) once(ctx context.Context, b Batch) error {
 			return err
 		}
 	}
+	if b.Parked {
+		return nil
+	}
 	return r.save(ctx, b.Through)
 }
 

@@ -33,6 +33,13 @@ type controlRecord struct {
 	Version int       `json:"version,omitempty"`
 	Error   string    `json:"error,omitempty"`
 	At      time.Time `json:"at"`
+	// A replay's request and outcome ([ReplayParked]).
+	Subscription string           `json:"subscription,omitempty"`
+	Streams      []string         `json:"streams,omitempty"`
+	Positions    []varve.Position `json:"positions,omitempty"`
+	Request      varve.Version    `json:"request,omitempty"`
+	Replayed     int              `json:"replayed,omitempty"`
+	Failed       int              `json:"failed,omitempty"`
 }
 
 // Pause asks the runners of every version of projection name to stop
@@ -61,15 +68,23 @@ func Rebuild(ctx context.Context, store *varve.Store, name string, version int) 
 }
 
 func control(ctx context.Context, store *varve.Store, name, typ string, r controlRecord) error {
+	_, err := appendControl(ctx, store, name, typ, r)
+	return err
+}
+
+// appendControl appends r to the control stream of projection name and
+// returns its version there.
+func appendControl(ctx context.Context, store *varve.Store, name, typ string, r controlRecord) (varve.Version, error) {
 	if err := checkName(name); err != nil {
-		return err
+		return 0, err
 	}
 	r.At = time.Now().UTC()
 	data, _ := json.Marshal(r)
-	if _, err := store.System().Append(ctx, ControlStream(name), varve.Any, varve.NewEvent(typ, data)); err != nil {
-		return fmt.Errorf("projection %q: %s: %w", name, strings.TrimPrefix(typ, "projection."), err)
+	res, err := store.System().Append(ctx, ControlStream(name), varve.Any, varve.NewEvent(typ, data))
+	if err != nil {
+		return 0, fmt.Errorf("projection %q: %s: %w", name, strings.TrimPrefix(typ, "projection."), err)
 	}
-	return nil
+	return res.LastVersion, nil
 }
 
 func checkName(name string) error {
@@ -90,6 +105,9 @@ type Control struct {
 	Rebuilds map[int]varve.Version
 	// Failure is the last failure a runner recorded, nil when none.
 	Failure *Failure
+	// Replays maps the name that events are parked under (a version's
+	// checkpoint or a segment's) to its replays ([ReplayParked]).
+	Replays map[string]*Replay
 }
 
 // Failure is a runner's Run that ended with an error.
@@ -101,7 +119,7 @@ type Failure struct {
 
 // ReadControl reads the control stream of projection name.
 func ReadControl(ctx context.Context, store *varve.Store, name string) (Control, error) {
-	c := Control{Rebuilds: map[int]varve.Version{}}
+	c := Control{Rebuilds: map[int]varve.Version{}, Replays: map[string]*Replay{}}
 	if err := checkName(name); err != nil {
 		return c, err
 	}
@@ -130,6 +148,17 @@ func ReadControl(ctx context.Context, store *varve.Store, name string) (Control,
 		case recoveredType:
 			if c.Failure != nil && c.Failure.Version == r.Version {
 				c.Failure = nil
+			}
+		case replayType, replayedType:
+			rp := c.Replays[r.Subscription]
+			if rp == nil {
+				rp = &Replay{Streams: []string{}, Positions: []varve.Position{}}
+				c.Replays[r.Subscription] = rp
+			}
+			if e.Type == replayType {
+				rp.add(e.Version, r)
+			} else {
+				rp.done(r)
 			}
 		}
 	}
@@ -162,6 +191,10 @@ type VersionInfo struct {
 	// RebuildPending is set when a rebuild was requested that the version's
 	// runner has not carried out yet.
 	RebuildPending bool `json:"rebuild_pending"`
+	// ReplayPending is set when a replay of the version's parked events
+	// was requested that its runner has not carried out yet
+	// ([ReplayParked]; a segmented version's are under each segment).
+	ReplayPending bool `json:"replay_pending"`
 	// State is what the store's records say: "paused", "failed",
 	// "rebuilding" (replaying the events up to its origin), "catching-up"
 	// or "live" (at the head). Whether a runner is running, the store does
@@ -305,6 +338,9 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 				return info, fmt.Errorf("projection %q: %w", name, err)
 			}
 			vi.RebuildPending = done == nil || done.Seq < uint64(req)
+		}
+		if rp := c.Replays[CheckpointName(name, v)]; rp != nil {
+			vi.ReplayPending = rp.Pending
 		}
 		cp := varve.Start
 		if vi.Checkpoint != nil {

@@ -9,7 +9,8 @@ import (
 )
 
 // followControl reads the control stream, at most once a ControlPoll
-// unless now, and follows its requests: pause, resume, rebuild.
+// unless now, and follows its requests: pause, resume, replays of parked
+// events, rebuild.
 func (r *Runner) followControl(ctx context.Context, now bool) error {
 	if r.cfg.ControlPoll < 0 || !now && time.Since(r.ctrlAt) < r.cfg.ControlPoll {
 		return nil
@@ -27,6 +28,11 @@ func (r *Runner) followControl(ctx context.Context, now bool) error {
 	case !c.Paused && r.extPaused:
 		r.extPaused = false
 		r.Resume()
+	}
+	if rp := c.Replays[r.checkpointName()]; rp != nil && rp.Pending && rp.Request > r.replayed && !r.isPaused() {
+		if err := r.replayParked(ctx, *rp); err != nil {
+			return err
+		}
 	}
 	req, ok := c.Rebuilds[r.p.Version]
 	if !ok || req <= r.rebuilt {

@@ -86,6 +86,13 @@ type Batch struct {
 	// Version is the projection's version, for handlers that pick their
 	// target (a table per version) by it.
 	Version int
+	// Parked is set when the batch holds an event that the runner parked
+	// and now applies again on an operator's request ([ReplayParked]): it
+	// is behind the checkpoint, out of position order, and Through is the
+	// checkpoint, which does not move. A CommitFunc applies such a batch
+	// whatever its checkpoint says and leaves the checkpoint as it is
+	// (packages pgprojection and sqliteprojection do).
+	Parked bool
 }
 
 // Handler applies a batch to a read model. The runner saves the checkpoint

@@ -42,7 +42,8 @@ type Runner struct {
 	extPaused  bool          // paused by the control stream
 	rebuilt    varve.Version // the last rebuild request carried out
 	rebuilding bool
-	failed     bool // the control stream holds a failure of this version
+	replayed   varve.Version // the last replay request carried out
+	failed     bool          // the control stream holds a failure of this version
 }
 
 // NewRunner returns a runner of p over store.
@@ -380,6 +381,12 @@ func (r *Runner) waitResumed(ctx context.Context, live bool) error {
 		}
 	})
 	return nil
+}
+
+func (r *Runner) isPaused() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paused
 }
 
 func (r *Runner) catchingUp() State {

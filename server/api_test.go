@@ -17,6 +17,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/server"
 	"github.com/varve-go/varve/subscription"
 )
@@ -301,6 +302,21 @@ func testSubscriptions(t *testing.T, a *api, store *varve.Store, sink *recording
 	r := a.want(a.do("POST", "/api/v1/subscriptions/other/parked/replay", map[string]any{"all": true}), 501, "replay without a sink")
 	if r.errCode() != "no_replay_sink" {
 		t.Fatalf("replay without a sink: %s", r.raw)
+	}
+	// A projection's parked events go back through its runner: the
+	// request is recorded in the projection's control stream.
+	pp := park(t, store, "projection-rp-v1", fmt.Sprintf("poison3-%d", time.Now().UnixNano()), 2)
+	if one := a.want(a.do("GET", "/api/v1/subscriptions/projection-rp-v1", nil), 200, "a projection's parked events"); one.body["replay_by_runner"] != true {
+		t.Fatalf("a projection's version: %s", one.raw)
+	}
+	r = a.want(a.do("POST", "/api/v1/subscriptions/projection-rp-v1/parked/replay", map[string]any{"positions": []string{pp[1].Position.String()}}), 202, "replay of a projection's")
+	c, err := projection.ReadControl(ctx, store, "rp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := c.Replays["projection-rp-v1"]; rp == nil || !rp.Pending || rp.All || len(rp.Positions) != 1 || rp.Positions[0] != pp[1].Position ||
+		r.body["request"] != float64(rp.Request) {
+		t.Fatalf("replay of a projection's: %s, control %+v", r.raw, rp)
 	}
 
 	// Reset: to the end, to the start, to a position; never past the end.

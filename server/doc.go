@@ -16,7 +16,7 @@
 //	GET  /api/v1/all/tail?after=                     $all live, as Server-Sent Events
 //	GET  /api/v1/subscriptions?prefix=               consumers: checkpoints, lag, parked counts
 //	GET  /api/v1/subscriptions/{name}                one consumer and its parked events
-//	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink)
+//	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink or a projection)
 //	POST /api/v1/subscriptions/{name}/parked/skip    drop parked events (writes enabled)
 //	POST /api/v1/subscriptions/{name}/reset          move a checkpoint (writes enabled)
 //	GET  /api/v1/reports, /api/v1/reports/{name}     the lab's HTML reports of Config.Reports
@@ -59,8 +59,11 @@
 // to Config.LagLimit, system streams left out as subscriptions leave them
 // out), whether it is caught up, and its parked events. Whether a consumer
 // is running is not known to the store and not shown. Replaying parked
-// events needs a sink, which Config.Replay gives per subscription; skipping
-// and moving a checkpoint need only the store. A replay or skip that names
+// events needs a sink, which Config.Replay gives per subscription; those of
+// a projection's version (projection-<name>-v<version>) without one go
+// back through its runner (projection.ReplayParked: 202 with the request,
+// which the runner carries out within its control poll). Skipping and
+// moving a checkpoint need only the store. A replay or skip that names
 // a position with no parked event is refused (404 "not_parked", the
 // positions in the error) and does nothing. A consumer that runs while
 // its checkpoint is moved saves its own position over it: stop it first.

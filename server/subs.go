@@ -9,6 +9,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/projection"
 )
 
 func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error {
@@ -52,11 +53,14 @@ func (s *Server) subscription(w http.ResponseWriter, r *http.Request) error {
 	if parked == nil {
 		parked = []delivery.ParkedEvent{}
 	}
+	_, _, byRunner := projection.ParseCheckpointName(c.Name)
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"subscription":  c,
 		"parked_events": parked,
 		"last_position": last,
 		"lag_limit":     s.cfg.LagLimit,
+		// A projection's parked events replay through its runner.
+		"replay_by_runner": byRunner,
 	})
 }
 
@@ -152,6 +156,17 @@ func (s *Server) replayParked(w http.ResponseWriter, r *http.Request) error {
 	var sink delivery.Sink
 	if s.cfg.Replay != nil {
 		sink = s.cfg.Replay(name)
+	}
+	if _, _, ok := projection.ParseCheckpointName(name); ok && sink == nil {
+		// A projection's parked events go back through its runner.
+		req, err := projection.ReplayParked(r.Context(), s.store, name, nil, body.Positions)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusAccepted, struct {
+			Subscription string        `json:"subscription"`
+			Request      varve.Version `json:"request"`
+		}{name, req})
 	}
 	if sink == nil {
 		return &apiError{status: http.StatusNotImplemented, code: "no_replay_sink",

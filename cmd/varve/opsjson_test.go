@@ -169,7 +169,7 @@ var (
 	parkedKeys     = []string{"subscription", "stream", "version", "position", "event_id", "type", "attempts", "reason", "parked_at"}
 	parkedOptional = []string{"error", "first_attempt", "event"}
 	projectionKeys = []string{"name", "head", "paused", "current", "parked", "failure", "versions"}
-	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "parked", "current", "rebuild_pending", "state"}
+	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "parked", "current", "rebuild_pending", "replay_pending", "state"}
 )
 
 // TestOperatorJSON runs each operator command with --json on a SQLite
@@ -228,6 +228,12 @@ func TestOperatorJSON(t *testing.T) {
 			list(t, "a replayed event", m["replayed"], 2, parkedKeys, parkedOptional...)
 			if list(t, "a failure", m["failed"], 0, nil); m["held"] != 0.0 {
 				t.Errorf("parked replay: %v", m)
+			}
+		}},
+		{"parked replay of a projection", []string{"parked", "replay", "--store", store, "--subscription", "projection-orders-v1"}, func(t *testing.T, doc any) {
+			m := shape(t, "parked replay of a projection", doc, []string{"subscription", "projection", "request"})
+			if m["projection"] != "orders" || m["request"] == 0.0 {
+				t.Errorf("parked replay of a projection: %v", m)
 			}
 		}},
 		{"parked skip", append([]string{"parked", "skip", "--all"}, parked...), func(t *testing.T, doc any) {

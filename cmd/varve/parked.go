@@ -22,6 +22,7 @@ import (
 	"github.com/varve-go/varve/delivery/natssink"
 	"github.com/varve-go/varve/delivery/webhook"
 	"github.com/varve-go/varve/open"
+	"github.com/varve-go/varve/projection"
 )
 
 // openStore opens an existing store without creating anything; tests
@@ -40,6 +41,7 @@ type parkedFlags struct {
 	streams             []string
 	positions           []string
 	out                 opsOutput
+	parsed              []varve.Position // positions, once parse has run
 }
 
 func (p *parkedFlags) register(cmd *cobra.Command, withCSV bool) {
@@ -67,6 +69,7 @@ func (p *parkedFlags) parse() (func(delivery.ParkedEvent) bool, *lab.Target, err
 		}
 		positions = append(positions, pos)
 	}
+	p.parsed = positions
 	if p.store == "" {
 		return nil, nil, usagef("--store: give the URL of the store the subscription's dispatcher uses")
 	}
@@ -120,12 +123,15 @@ func knowsSubscription(ctx context.Context, store *varve.Store, name, parkedStre
 func parkedCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "parked",
-		Short: "List, replay or skip the events a subscription's dispatcher parked",
+		Short: "List, replay or skip the events a dispatcher or a projection parked",
 		Long: `A dispatcher parks an event that its sink rejects or that fails until its retries run
 out; in per-stream order the later events of that stream are parked behind it. Parked
 events are kept in the store, in the stream "$parked-<subscription>". Replaying
 delivers them again, each stream in order, with their original idempotency keys;
-skipping drops them. Either way a running dispatcher then delivers the stream again.`,
+skipping drops them. Either way a running dispatcher then delivers the stream again.
+A projection parks under its version's checkpoint (projection-<name>-v<version>):
+replaying its events, without --webhook or --nats, asks its runner to apply them
+again through the projection's handler.`,
 	}
 	cmd.AddCommand(parkedListCmd(), parkedReplayCmd(), parkedSkipCmd())
 	return cmd
@@ -204,7 +210,7 @@ func parkedReplayCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "replay",
-		Short: "Deliver parked events again, each stream in order, to a webhook or a NATS subject",
+		Short: "Deliver parked events again, each stream in order, to a webhook or a NATS subject, or have a projection's runner apply them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -248,8 +254,10 @@ func parkedReplayCmd() *cobra.Command {
 					defer cancel()
 					return n.Deliver(ctx, d)
 				})
+			case hook == "" && natsURL == "" && isProjection(pf.subscription):
+				return replayProjection(cmd, &pf, t)
 			default:
-				return usagef("give either --webhook (with --secret or VARVE_WEBHOOK_SECRET) or --nats with --subject")
+				return usagef("give either --webhook (with --secret or VARVE_WEBHOOK_SECRET) or --nats with --subject; a projection's parked events (--subscription projection-<name>-v<version>) replay through its runner, without either")
 			}
 			var res delivery.ReplayResult
 			store, parked, err := pf.open(ctx, t)
@@ -289,6 +297,41 @@ func parkedReplayCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats", "", "NATS URL to publish to")
 	f.StringVar(&natsSubject, "subject", "", "NATS subject to publish to")
 	return cmd
+}
+
+func isProjection(subscription string) bool {
+	_, _, ok := projection.ParseCheckpointName(subscription)
+	return ok
+}
+
+// replayProjection asks the runner of a projection to apply its parked
+// events again through its handler (projection.ReplayParked).
+func replayProjection(cmd *cobra.Command, pf *parkedFlags, t *lab.Target) error {
+	ctx := cmd.Context()
+	var req varve.Version
+	store, _, err := pf.open(ctx, t)
+	if err == nil {
+		req, err = projection.ReplayParked(ctx, store, pf.subscription, pf.streams, pf.parsed)
+		store.Close()
+	}
+	name, _, _ := projection.ParseCheckpointName(pf.subscription)
+	out := projectionReplayJSON{Subscription: pf.subscription, Projection: name, Request: req}
+	return pf.out.finish(cmd, err, opsResult{
+		value: out,
+		text: func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "replay of the events parked under %s requested (request %d): the projection's runner applies them through its handler within its control poll; varve projections status %s shows when it is done\n",
+				termtext.Escape(pf.subscription), req, termtext.Escape(name))
+			return err
+		},
+	})
+}
+
+// projectionReplayJSON is what parked replay --json prints for a
+// projection: the request that its runner carries out.
+type projectionReplayJSON struct {
+	Subscription string        `json:"subscription"`
+	Projection   string        `json:"projection"`
+	Request      varve.Version `json:"request"`
 }
 
 // replayJSON is what parked replay --json prints: the events delivered,

@@ -182,11 +182,11 @@ func printProjections(w io.Writer, infos []projection.Info) error {
 // projection without versions has one row with the version empty.
 func writeProjectionsCSV(w io.Writer, infos []projection.Info) error {
 	cw := newCSV(w)
-	cw.row("name", "paused", "parked", "version", "current", "checkpoint", "origin", "lag", "lag_more", "state", "rebuild_pending")
+	cw.row("name", "paused", "parked", "version", "current", "checkpoint", "origin", "lag", "lag_more", "state", "rebuild_pending", "replay_pending")
 	for _, p := range infos {
 		head := []string{p.Name, strconv.FormatBool(p.Paused), strconv.FormatInt(p.Parked, 10)}
 		if len(p.Versions) == 0 {
-			cw.row(append(head, "", "", "", "", "", "", "", "")...)
+			cw.row(append(head, "", "", "", "", "", "", "", "", "")...)
 		}
 		for _, v := range p.Versions {
 			cp, origin := "", ""
@@ -197,7 +197,7 @@ func writeProjectionsCSV(w io.Writer, infos []projection.Info) error {
 				origin = v.Origin.String()
 			}
 			cw.row(append(head[:3:3], strconv.Itoa(v.Version), strconv.FormatBool(v.Current), cp, origin, strconv.FormatInt(v.Lag, 10),
-				strconv.FormatBool(v.LagMore), v.State, strconv.FormatBool(v.RebuildPending))...)
+				strconv.FormatBool(v.LagMore), v.State, strconv.FormatBool(v.RebuildPending), strconv.FormatBool(v.ReplayPending))...)
 		}
 	}
 	return cw.flush()

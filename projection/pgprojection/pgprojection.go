@@ -21,6 +21,12 @@
 // before the checkpoint rolls back with [ErrAlreadyApplied] and the runner
 // moves on. Run one runner per version (say with a lease) all the same: a
 // second one only repeats the reads.
+//
+// A parked event that the runner applies again on an operator's request
+// ([projection.ReplayParked], a batch with Parked set) is behind the
+// checkpoint: the transaction applies it without that check and leaves the
+// checkpoint as it is. Such a replay is at-least-once: a crash between its
+// commit and the event's resolution applies it again at the next request.
 package pgprojection
 
 import (
@@ -107,6 +113,20 @@ SELECT commit_pos, seq_pos FROM old`
 		var c, q int64
 		batch := &pgx.Batch{}
 		batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "varve:"+schema+":"+checkpoint)
+		if b.Parked {
+			// A parked event applied again: behind the checkpoint, which
+			// stays where it is.
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return fmt.Errorf("pgprojection: lock checkpoint %q: %w", checkpoint, err)
+			}
+			if err := h(ctx, tx, b); err != nil {
+				return err
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return fmt.Errorf("pgprojection: commit: %w", err)
+			}
+			return nil
+		}
 		batch.Queue(advance, checkpoint, int64(b.Through.Commit), int64(b.Through.Seq))
 		br := tx.SendBatch(ctx, batch)
 		_, err = br.Exec()

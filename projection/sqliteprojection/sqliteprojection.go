@@ -23,6 +23,12 @@
 // applied twice; a batch wholly at or before the checkpoint rolls back with
 // [ErrAlreadyApplied] and the runner moves on.
 //
+// A parked event that the runner applies again on an operator's request
+// ([projection.ReplayParked], a batch with Parked set) is behind the
+// checkpoint: the transaction applies it without that check and leaves the
+// checkpoint as it is. Such a replay is at-least-once: a crash between its
+// commit and the event's resolution applies it again at the next request.
+//
 // # Durability
 //
 // With [sqlite.SyncFull] a committed batch survives a crash of the process
@@ -100,6 +106,11 @@ func commitFunc(b *sqlite.Backend, h Handler) projection.CommitFunc {
 	return func(ctx context.Context, checkpoint string, batch projection.Batch) error {
 		applied := false
 		err := b.WriteTx(ctx, func(tx *sql.Tx) error {
+			if batch.Parked {
+				// A parked event applied again: behind the checkpoint,
+				// which stays where it is.
+				return h(ctx, tx, batch)
+			}
 			cp, _, err := sqlite.CheckpointTx(ctx, tx, checkpoint)
 			if err != nil {
 				return err

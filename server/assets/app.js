@@ -496,6 +496,11 @@ async function subView(name) {
     if (positions.length === 0) { out.replaceChildren(fail(new Error("Select parked events first."))); return; }
     try {
       const r = await api("subscriptions/" + enc(name) + "/parked/" + what, {method: "POST", body: {positions}});
+      if (what === "replay" && r.request !== undefined) {
+        sessionStorage.setItem("varve-flash", "Replay requested (request " + r.request + "): the projection's runner applies the selected events again within its control poll.");
+        route();
+        return;
+      }
       const n = what === "replay" ? r.replayed.length : r.skipped.length;
       const failed = what === "replay" && r.failed.length ? " " + r.failed.length + " failed: " + r.failed[0].error : "";
       sessionStorage.setItem("varve-flash", (what === "replay" ? "Replayed " : "Skipped ") + n + " parked event" + (n === 1 ? "" : "s") + "." + failed);
@@ -526,7 +531,7 @@ async function subView(name) {
   if (info.writes && s.checkpoint !== null) nodes.push(resetForm(name, s.checkpoint));
   nodes.push(el("h2", {}, "Parked events"));
   if (rows.length) {
-    const canReplay = info.writes && info.replay;
+    const canReplay = info.writes && (info.replay || res.replay_by_runner);
     nodes.push(el("div", {class: "toolbar"},
       el("button", {class: "primary", id: "replay", disabled: !canReplay, title: canReplay ? null : (info.writes ? "the server has no replay sink for this subscription" : "writes are disabled"), onclick: () => act("replay")}, "Replay selected"),
       el("button", {class: "danger", id: "skip", disabled: !info.writes, onclick: () => { if (confirm("Drop the selected parked events without delivering them?")) act("skip"); }}, "Skip selected")));

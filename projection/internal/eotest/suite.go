@@ -70,6 +70,21 @@ func OverlappingBatches(t *testing.T, f Factory) {
 			t.Fatalf("%s: read model at %v, want %v:\n got %v\nwant %v", tc.name, cp, tc.cp, got, want)
 		}
 	}
+	// A parked event applied again (projection.ReplayParked) is behind the
+	// checkpoint: it is applied all the same, and the checkpoint stays.
+	_, before := tg.ReadModel(t, 1)
+	last := evs[len(evs)-1]
+	err = commit(context.Background(), projection.CheckpointName(Name, 1),
+		projection.Batch{Events: evs[len(evs)-1:], Through: before, Version: 1, Parked: true})
+	if err != nil {
+		t.Fatalf("parked batch: %v", err)
+	}
+	got, cp := tg.ReadModel(t, 1)
+	want := fold(t, s, before)
+	want[last.Stream] = Row{N: want[last.Stream].N + 1, Last: want[last.Stream].Last}
+	if cp != before || !maps.Equal(got, want) {
+		t.Fatalf("parked batch: read model at %v, want %v:\n got %v\nwant %v", cp, before, got, want)
+	}
 }
 
 // ExactlyOnceUnderCancel stops the projection at random points while
