@@ -15,6 +15,7 @@ import (
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/browsertest"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/server"
 )
 
@@ -105,6 +106,7 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	parked := park(t, store, "hooks", "payment-42", 2)
+	projParked := park(t, store, "projection-totals-v1", "totals-poison", 1)
 	if err := store.Checkpoints().Save(ctx, "hooks", parked[1].Position); err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +250,20 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("the sink got %+v", d)
 	}
 	b.shot("parked")
+	// A projection's parked event goes back through its runner: the
+	// console asks for it.
+	b.do("open a projection's version", chromedp.Navigate(a.url+"/#/subscription/projection-totals-v1"), chromedp.WaitVisible(chromedp.ID("parked")))
+	b.do("select and replay through the runner", chromedp.Click(chromedp.CSS(`#parked tr[data-position="`+projParked[0].Position.String()+`"] input`)), chromedp.Click(chromedp.ID("replay")))
+	b.until("the replay request's notice", `document.querySelector("#flash") !== null`)
+	if f := b.text("flash"); !strings.HasPrefix(f, "Replay requested") {
+		t.Fatalf("after the projection's replay the page says %q", f)
+	}
+	if c, err := projection.ReadControl(ctx, store, "totals"); err != nil || c.Replays["projection-totals-v1"] == nil || !c.Replays["projection-totals-v1"].Pending {
+		t.Fatalf("the projection's control stream: %+v %v, want a pending replay", c, err)
+	}
+	if d := sink.deliveries(); len(d) != 1 {
+		t.Fatalf("the sink got %d deliveries, want the one of hooks alone", len(d))
+	}
 
 	// A lab report, in a sandboxed frame.
 	b.do("reports", chromedp.Navigate(a.url+"/#/reports"), chromedp.WaitVisible(chromedp.ID("reports")),

@@ -60,8 +60,8 @@
 // out), whether it is caught up, and its parked events. Whether a consumer
 // is running is not known to the store and not shown. Replaying parked
 // events needs a sink, which Config.Replay gives per subscription; those of
-// a projection's version (projection-<name>-v<version>) without one go
-// back through its runner (projection.ReplayParked: 202 with the request,
+// a projection's version (projection-<name>-v<version>) go back through
+// its runner instead (projection.ReplayParked: 202 with the request,
 // which the runner carries out within its control poll). Skipping and
 // moving a checkpoint need only the store. A replay or skip that names
 // a position with no parked event is refused (404 "not_parked", the

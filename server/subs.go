@@ -153,11 +153,7 @@ func (s *Server) replayParked(w http.ResponseWriter, r *http.Request) error {
 	if err := body.allParked(name, "replayed", parked); err != nil {
 		return err
 	}
-	var sink delivery.Sink
-	if s.cfg.Replay != nil {
-		sink = s.cfg.Replay(name)
-	}
-	if _, _, ok := projection.ParseCheckpointName(name); ok && sink == nil {
+	if _, _, ok := projection.ParseCheckpointName(name); ok {
 		// A projection's parked events go back through its runner.
 		req, err := projection.ReplayParked(r.Context(), s.store, name, nil, body.Positions)
 		if err != nil {
@@ -167,6 +163,10 @@ func (s *Server) replayParked(w http.ResponseWriter, r *http.Request) error {
 			Subscription string        `json:"subscription"`
 			Request      varve.Version `json:"request"`
 		}{name, req})
+	}
+	var sink delivery.Sink
+	if s.cfg.Replay != nil {
+		sink = s.cfg.Replay(name)
 	}
 	if sink == nil {
 		return &apiError{status: http.StatusNotImplemented, code: "no_replay_sink",
