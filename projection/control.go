@@ -184,7 +184,8 @@ type VersionInfo struct {
 	Lag     int64 `json:"lag"`
 	LagMore bool  `json:"lag_more"`
 	// Parked counts the version's parked events that are not replayed or
-	// skipped (those of a segmented run are under each segment's name).
+	// skipped, those of its segments' runners included where the backend
+	// lists streams (a segment parks under its own name).
 	Parked int `json:"parked"`
 	// Current is set for the version to serve.
 	Current bool `json:"current"`
@@ -192,8 +193,8 @@ type VersionInfo struct {
 	// runner has not carried out yet.
 	RebuildPending bool `json:"rebuild_pending"`
 	// ReplayPending is set when a replay of the version's parked events
-	// was requested that its runner has not carried out yet
-	// ([ReplayParked]; a segmented version's are under each segment).
+	// (or of a segment's) was requested that its runner has not carried
+	// out yet ([ReplayParked]).
 	ReplayPending bool `json:"replay_pending"`
 	// State is what the store's records say: "paused", "failed",
 	// "rebuilding" (replaying the events up to its origin), "catching-up"
@@ -339,9 +340,6 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 			}
 			vi.RebuildPending = done == nil || done.Seq < uint64(req)
 		}
-		if rp := c.Replays[CheckpointName(name, v)]; rp != nil {
-			vi.ReplayPending = rp.Pending
-		}
 		cp := varve.Start
 		if vi.Checkpoint != nil {
 			cp = *vi.Checkpoint
@@ -349,12 +347,15 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		if vi.Lag, vi.LagMore, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
 			return info, fmt.Errorf("projection %q: lag: %w", name, err)
 		}
-		parked, err := delivery.NewParked(store, CheckpointName(name, v)).List(ctx)
-		if err != nil {
+		if vi.Parked, err = countParked(ctx, store, CheckpointName(name, v)); err != nil {
 			return info, fmt.Errorf("projection %q: parked events: %w", name, err)
 		}
-		vi.Parked = len(parked)
 		info.Parked += int64(vi.Parked)
+		for sub, rp := range c.Replays {
+			if n, ver, _ := ParseCheckpointName(sub); n == name && ver == v && rp.Pending {
+				vi.ReplayPending = true
+			}
+		}
 		switch {
 		case c.Paused:
 			vi.State = Paused.String()
@@ -414,4 +415,35 @@ func versionsOf(ctx context.Context, store *varve.Store, name string, c Control)
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// countParked counts the unresolved parked events of checkpoint and, where
+// the backend lists streams, of its segments.
+func countParked(ctx context.Context, store *varve.Store, checkpoint string) (int, error) {
+	names := []string{checkpoint}
+	if store.Capabilities().ListStreams {
+		prefix := delivery.ParkedStreamPrefix + checkpoint + "/segment/"
+		for q := (varve.ListQuery{Prefix: prefix}); ; {
+			page, err := store.Streams().List(ctx, q, true)
+			if err != nil {
+				return 0, err
+			}
+			for _, st := range page.Streams {
+				names = append(names, strings.TrimPrefix(st.Stream, delivery.ParkedStreamPrefix))
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+	}
+	n := 0
+	for _, sub := range names {
+		parked, err := delivery.NewParked(store, sub).List(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += len(parked)
+	}
+	return n, nil
 }

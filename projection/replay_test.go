@@ -153,3 +153,53 @@ func TestReplayParked(t *testing.T) {
 		}
 	})
 }
+
+// TestInspectSegments: the parked events of a segmented version's
+// segments, and a replay asked of one of them, count for the version.
+func TestInspectSegments(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *varve.Store, _ projection.Config) {
+		ctx := context.Background()
+		cp := projection.CheckpointName("seg", 1)
+		if err := s.Checkpoints().Save(ctx, subscription.SegmentName(cp, 0, 2), varve.Start); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Checkpoints().Save(ctx, cp+"-origin", varve.Start); err != nil {
+			t.Fatal(err)
+		}
+		ids := appendN(t, s, "poison", "Bad", 3, 1)
+		var pes []delivery.ParkedEvent
+		for e, err := range s.ReadStream(ctx, "poison-0") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			pes = append(pes, delivery.ParkedEvent{Stream: e.Stream, Version: e.Version, Position: e.Position, EventID: e.ID, Type: e.Type,
+				Reason: delivery.ReasonExhausted, Error: "boom", ParkedAt: time.Now().UTC()})
+		}
+		if len(pes) != len(ids) {
+			t.Fatalf("read %d events, appended %d", len(pes), len(ids))
+		}
+		seg0, seg1 := subscription.SegmentName(cp, 0, 2), subscription.SegmentName(cp, 1, 2)
+		for sub, evs := range map[string][]delivery.ParkedEvent{seg0: pes[:2], seg1: pes[2:]} {
+			for i := range evs {
+				evs[i].Subscription = sub
+			}
+			if _, err := delivery.NewParked(s, sub).Park(ctx, evs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := projection.ReplayParked(ctx, s, seg1, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		info, err := projection.Inspect(ctx, s, "seg")
+		if err != nil || len(info.Versions) != 1 {
+			t.Fatalf("inspect: %+v %v", info, err)
+		}
+		want := 0
+		if s.Capabilities().ListStreams {
+			want = 3
+		}
+		if v := info.Versions[0]; v.Parked != want || info.Parked != int64(want) || !v.ReplayPending {
+			t.Errorf("version %+v (projection parked %d), want %d parked and a replay pending", v, info.Parked, want)
+		}
+	})
+}
