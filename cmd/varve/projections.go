@@ -85,8 +85,9 @@ func projectionsListCmd() *cobra.Command {
 whether it is paused, its events parked, and per version the state and lag (events of
 $all after its checkpoint, system streams left out, counted up to 10,000). For an
 alert, --max-lag N exits 1 (after the list, naming each one) when a version of a
-projection lags more than N events, --max-parked N when a projection has more than N
-events parked.` + projectionsHelp + opsStoreHelp,
+projection lags more than N events (the current version and newer ones being built; an
+older version that a promotion replaced is not served and is left out), --max-parked N
+when a projection has more than N events parked.` + projectionsHelp + opsStoreHelp,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
@@ -118,6 +119,9 @@ events parked.` + projectionsHelp + opsStoreHelp,
 		for _, p := range infos {
 			maxParked.check(p.Name, p.Name, p.Parked > maxParked.n, strconv.FormatInt(p.Parked, 10))
 			for _, v := range p.Versions {
+				if v.Version < p.Current {
+					continue // replaced by the current version: not served
+				}
 				// A lag is counted up to MaxInspectLag, the bound's
 				// maximum: LagMore is over any bound.
 				maxLag.check(p.Name, fmt.Sprintf("%s v%d", p.Name, v.Version), v.Lag > maxLag.n || v.LagMore, lagOf(v))

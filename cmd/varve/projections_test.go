@@ -151,3 +151,43 @@ func TestProjectionsCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectionsMaxLag: --max-lag judges the current version and the
+// newer ones being built, not an older version a promotion replaced.
+func TestProjectionsMaxLag(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "lag.db"))
+	s, err := open.Store(ctx, url, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 5 {
+		if _, err := s.Append(ctx, fmt.Sprintf("order-%d", i), varve.Any, varve.NewEvent("Placed", []byte(`{}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := s.LastPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := s.Checkpoints()
+	for name, pos := range map[string]varve.Position{projection.CheckpointName("orders", 1): varve.Start, projection.CheckpointName("orders", 2): head} {
+		if err := cps.Save(ctx, name, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := projection.SetCurrent(ctx, s, "orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	if r := runIn(t, "projections", "list", "--store", url, "--max-lag", "0"); r.code != exitOK {
+		t.Fatalf("an old version's lag tripped --max-lag: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A version being built beside the current one is judged.
+	if err := cps.Save(ctx, projection.CheckpointName("orders", 3), varve.Start); err != nil {
+		t.Fatal(err)
+	}
+	if r := runIn(t, "projections", "list", "--store", url, "--max-lag", "0"); r.code != exitFailed || !strings.Contains(r.stderr, "orders v3") {
+		t.Fatalf("a new version's lag passed --max-lag 0: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
