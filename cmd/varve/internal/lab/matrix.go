@@ -38,19 +38,6 @@ func ParseMixes(s string) ([]Mix, error) {
 	return out, nil
 }
 
-// ParseInts parses "1,2,4" into positive integers.
-func ParseInts(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q: want a positive integer: %w", part, varve.ErrInvalidArgument)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
 // MatrixConfig configures a concurrency matrix run.
 type MatrixConfig struct {
 	// Store is the URL of the store to open, Label its name in reports.
