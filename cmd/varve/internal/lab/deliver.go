@@ -334,11 +334,8 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 		defer hook.Close()
 		next = hook
 	}
-	sink := &timedSink{next: next, h: NewHistogram()}
-	if cfg.Rate > 0 {
-		sink.pace = newPaced(ctx, cfg.Rate, cfg.Duration)
-		defer sink.pace.stop()
-	}
+	sink := &timedSink{next: next, h: NewHistogram(), pace: newPaced(ctx, cfg.Rate, cfg.Duration)}
+	defer sink.pace.stop()
 	dcfg := delivery.Config{
 		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
 		Retry:  subscription.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
@@ -429,11 +426,8 @@ func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, _ *cdcSou
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	var pace *paced
-	if cfg.Rate > 0 {
-		pace = newPaced(runCtx, cfg.Rate, 0)
-		defer pace.stop()
-	}
+	pace := newPaced(runCtx, cfg.Rate, 0)
+	defer pace.stop()
 	ep.reset(latency)
 	body := delivery.AppendPayload(nil, delivery.Delivery{
 		Subscription: "raw-http", Key: "raw-http:1", Attempt: 1,
@@ -458,10 +452,8 @@ func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, _ *cdcSou
 	for range c {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 && runCtx.Err() == nil {
-				if pace != nil {
-					if ok, _ := pace.wait(); !ok {
-						return
-					}
+				if ok, _ := pace.wait(); !ok {
+					return
 				}
 				t0 := time.Now()
 				req, err := http.NewRequestWithContext(runCtx, http.MethodPost, ep.url, bytes.NewReader(body))
@@ -523,13 +515,11 @@ type timedSink struct {
 }
 
 func (s *timedSink) Deliver(ctx context.Context, d delivery.Delivery) error {
-	if s.pace != nil {
-		if ok, err := s.pace.wait(); !ok {
-			if err == nil {
-				err = context.DeadlineExceeded // the time cap passed
-			}
-			return err
+	if ok, err := s.pace.wait(); !ok {
+		if err == nil {
+			err = context.DeadlineExceeded // the time cap passed
 		}
+		return err
 	}
 	t := time.Now()
 	err := s.next.Deliver(ctx, d)

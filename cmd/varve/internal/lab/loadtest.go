@@ -244,11 +244,8 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 		t := time.AfterFunc(cfg.Duration, func() { halt.Store(true) })
 		defer t.Stop()
 	}
-	var pace *paced
-	if cfg.Rate > 0 {
-		pace = newPaced(runCtx, cfg.Rate, cfg.Duration)
-		defer pace.stop()
-	}
+	pace := newPaced(runCtx, cfg.Rate, cfg.Duration)
+	defer pace.stop()
 	rep := &reporter{w: progress, batch: cfg.Batch, total: cfg.Ops, last: time.Now(), start: time.Now()}
 	hists := make([]*hdrhistogram.Histogram, res.Workers)
 	verified := make([]int, res.Workers)
@@ -393,10 +390,8 @@ type loadtestWorker struct {
 // ctx is not an error.
 func (lw *loadtestWorker) run(ctx context.Context, take func() bool) error {
 	for i := 0; take(); i++ {
-		if lw.pace != nil {
-			if ok, _ := lw.pace.wait(); !ok {
-				return nil
-			}
+		if ok, _ := lw.pace.wait(); !ok {
+			return nil
 		}
 		id := lw.users[lw.rng.IntN(len(lw.users))]
 		email := "user-" + id + "-" + strconv.Itoa(i) + "@example.com"

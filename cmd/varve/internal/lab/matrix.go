@@ -243,11 +243,8 @@ func (c *cellRun) run(ctx context.Context, s *varve.Store, names []string, t ran
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	start := make(chan struct{})
-	var pace *paced
-	if perSec > 0 {
-		pace = newPaced(ctx, perSec, d)
-		defer pace.stop()
-	}
+	pace := newPaced(ctx, perSec, d)
+	defer pace.stop()
 	data := []byte(`{"v":1}`)
 	for p := range c.workers {
 		wg.Go(func() {
@@ -259,10 +256,8 @@ func (c *cellRun) run(ctx context.Context, s *varve.Store, names []string, t ran
 			i := (p * 7919) % len(t.ops)
 			<-start
 			for !stop.Load() {
-				if pace != nil {
-					if ok, _ := pace.wait(); !ok {
-						break
-					}
+				if ok, _ := pace.wait(); !ok {
+					break
 				}
 				i++
 				if i == len(t.ops) {
