@@ -83,13 +83,11 @@ func (c LoadtestConfig) validate() error {
 	return nil
 }
 
-// LoadtestResult holds the figures of one run.
+// LoadtestResult holds the figures of one run: the shared fields of its
+// row and, embedded, the row's detail.
 type LoadtestResult struct {
-	Config  LoadtestConfig `json:"config"`
-	Store   string         `json:"store"`
-	Backend string         `json:"backend"`
-	// Workers actually run: at most Users.
-	Workers int `json:"workers"`
+	Config LoadtestConfig `json:"config"`
+	Store  string         `json:"store"`
 	// Ops is the number of cycles that completed.
 	Ops       int           `json:"ops"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
@@ -101,6 +99,14 @@ type LoadtestResult struct {
 	// error; Error is the error that ended it.
 	Stopped string `json:"stopped"`
 	Error   string `json:"error,omitempty"`
+	LoadtestDetail
+}
+
+// LoadtestDetail is what a loadtest row holds beyond the shared fields.
+type LoadtestDetail struct {
+	Backend string `json:"backend"`
+	// Workers actually run: at most Users.
+	Workers int `json:"workers"`
 	// CPUPerOp is the CPU time (user and system, all goroutines, the GC
 	// included) the process used per cycle: steadier than ops/s on a shared
 	// machine. 0 where the platform does not report it.
@@ -547,35 +553,12 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 	return err
 }
 
-// LoadtestDetail is what a loadtest row holds beyond the shared fields.
-type LoadtestDetail struct {
-	Backend           string          `json:"backend"`
-	Workers           int             `json:"workers"`
-	CPUPerOp          time.Duration   `json:"cpu_per_op_ns"`
-	Verified          int             `json:"verified"`
-	Mismatches        int             `json:"mismatches"`
-	StoreCalls        uint64          `json:"store_calls"`
-	StoreCallsPerOp   float64         `json:"store_calls_per_op"`
-	Requests          *uint64         `json:"requests,omitempty"`
-	RequestsPerOp     *float64        `json:"requests_per_op,omitempty"`
-	Repository        aggregate.Stats `json:"repository"`
-	HeapMiB           float64         `json:"heap_mib"`
-	SysMiB            float64         `json:"sys_mib"`
-	BaselineOpsPerSec float64         `json:"baseline_ops_per_sec,omitempty"`
-	CycleCost         float64         `json:"cycle_cost,omitempty"`
-	Timeline          []BatchPoint    `json:"timeline"`
-}
-
 // Row returns the run as a row: its errors are a failed cycle and the
 // reloads that differed from what was saved; its ratio is the cycle rate
 // over the bare appends' when the baseline ran.
 func (r LoadtestResult) Row() Row {
 	row := Row{Store: r.Store, Name: "load/modify/save", Unit: "cycles", Count: int64(r.Ops), Rate: r.OpsPerSec,
-		Elapsed: r.Elapsed, Latency: r.Latency, Errors: int64(r.Mismatches), Stopped: r.Stopped, Error: r.Error,
-		Detail: LoadtestDetail{Backend: r.Backend, Workers: r.Workers, CPUPerOp: r.CPUPerOp, Verified: r.Verified, Mismatches: r.Mismatches,
-			StoreCalls: r.StoreCalls, StoreCallsPerOp: r.StoreCallsPerOp, Requests: r.Requests, RequestsPerOp: r.RequestsPerOp,
-			Repository: r.Repository, HeapMiB: r.HeapMiB, SysMiB: r.SysMiB, BaselineOpsPerSec: r.BaselineOpsPerSec,
-			CycleCost: r.CycleCost, Timeline: r.Timeline}}
+		Elapsed: r.Elapsed, Latency: r.Latency, Errors: int64(r.Mismatches), Stopped: r.Stopped, Error: r.Error, Detail: r.LoadtestDetail}
 	if r.Error != "" {
 		row.Errors++
 	}
