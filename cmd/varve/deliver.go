@@ -15,7 +15,7 @@ func deliverBenchCmd() *cobra.Command {
 	cfg := lab.DeliverConfig{}
 	var (
 		c         common
-		latencies = &msList{vals: []float64{10, 50}}
+		latencies = newMsList(10, 50)
 		workers   = newIntList(1, 5, 10, 25, 50, 100, 250)
 		ordering  string
 	)
@@ -71,11 +71,11 @@ publication are dropped after the runs.` + storeHelp,
 			if cfg.Transactions*cfg.EventsPerTx > maxEvents {
 				return usagef("--transactions x --events-per-tx is %s events: at most %s", group(cfg.Transactions*cfg.EventsPerTx), group(maxEvents))
 			}
-			if err := workers.check("workers", 1, maxWorkers); err != nil {
+			if err := checkInts(workers, "workers", 1, maxWorkers); err != nil {
 				return err
 			}
 			cfg.Workers = workers.vals
-			if cfg.Latencies, err = latencies.durations("latency-ms"); err != nil {
+			if cfg.Latencies, err = msDurations(latencies, "latency-ms"); err != nil {
 				return err
 			}
 			if err := durationFlag("checkpoint-interval", cfg.CheckpointInterval, false); err != nil {

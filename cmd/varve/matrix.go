@@ -48,7 +48,7 @@ falls below 80% of the best.` + storeHelp,
 			if err := countFlag("streams", streams, 1, maxStreams); err != nil {
 				return err
 			}
-			if err := workers.check("workers", 1, maxWorkers); err != nil {
+			if err := checkInts(workers, "workers", 1, maxWorkers); err != nil {
 				return err
 			}
 			cfg.Workers = workers.vals

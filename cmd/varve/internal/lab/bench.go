@@ -360,8 +360,8 @@ func join(a, b string) string {
 }
 
 func summary(res Result, u workload.Unit) string {
-	s := fmt.Sprintf("%s %s in %v, %s %s/s, p50 %v, p99 %v", groupDigits(float64(countOf(res, u))), u,
-		fmtDur(res.Elapsed), groupDigits(res.Rate(u)), u, fmtDur(res.Latency.P50), fmtDur(res.Latency.P99))
+	s := fmt.Sprintf("%s %s in %v, %s %s/s, p50 %v, p99 %v", GroupDigits(float64(countOf(res, u))), u,
+		fmtDur(res.Elapsed), GroupDigits(res.Rate(u)), u, fmtDur(res.Latency.P50), fmtDur(res.Latency.P99))
 	if res.Stopped != workload.StopBudget {
 		s += " (" + res.Stopped + ")"
 	}

@@ -253,10 +253,10 @@ func TestFormats(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
 	}{
-		{groupDigits(0), "0"},
-		{groupDigits(999.6), "1,000"},
-		{groupDigits(1234567), "1,234,567"},
-		{groupDigits(-1234), "-1,234"},
+		{GroupDigits(0), "0"},
+		{GroupDigits(999.6), "1,000"},
+		{GroupDigits(1234567), "1,234,567"},
+		{GroupDigits(-1234), "-1,234"},
 		{fmtRatio(0), "-"},
 		{fmtRatio(0.0042), "0.0042x"},
 		{fmtRatio(0.234), "0.23x"},

@@ -686,12 +686,12 @@ func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 			}
 			lastL, lastSink, lastStore = r.SinkDelay, r.Sink, r.Store
 			fmt.Fprintf(&b, "%s sink, %v per request, ordering %s, %s commits x %d events over %s streams, store %s\n",
-				r.Sink, r.SinkDelay, r.Ordering, groupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), groupDigits(float64(r.Streams)), r.Store)
+				r.Sink, r.SinkDelay, r.Ordering, GroupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), GroupDigits(float64(r.Streams)), r.Store)
 			t = &textTable{header: append(append([]string{"WORKERS", "EVENTS/S", "EFFICIENCY"}, LatencyHead...),
 				"ELAPSED", "CPU/EVENT", "RETRIES", "PARKED", "ORDER ERRS", "STOPPED"), left: 0}
 		}
 		few = few || r.Latency.FewSamples && r.Latency.Samples > 0
-		row := []string{strconv.Itoa(r.Workers), groupDigits(r.EventsPerS), fmt.Sprintf("%.3f", r.Efficiency)}
+		row := []string{strconv.Itoa(r.Workers), GroupDigits(r.EventsPerS), fmt.Sprintf("%.3f", r.Efficiency)}
 		row = append(row, latencyCells(r.Latency)...)
 		row = append(row, fmtDur(r.Elapsed), fmtDur(r.CPUPerEvent), strconv.FormatUint(r.Retries, 10), strconv.FormatUint(r.Parked, 10),
 			strconv.FormatUint(r.OrderViolations, 10), r.Stopped)

@@ -60,7 +60,7 @@ func (l Latency) Cells() []string {
 // SamplesText is the sample count with a mark when it is too few for a
 // p99.
 func (l Latency) SamplesText() string {
-	s := groupDigits(float64(l.Samples))
+	s := GroupDigits(float64(l.Samples))
 	if l.FewSamples && l.Samples > 0 {
 		s += "*"
 	}
@@ -78,7 +78,7 @@ func (l Latency) String() string {
 	if l.Samples == 0 {
 		return "no samples"
 	}
-	s := fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s (%s samples)", fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.Max), groupDigits(float64(l.Samples)))
+	s := fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s (%s samples)", fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.Max), GroupDigits(float64(l.Samples)))
 	if l.FewSamples {
 		s += "; too few samples for a p99: it is the maximum"
 	}

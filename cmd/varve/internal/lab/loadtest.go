@@ -480,18 +480,18 @@ func printLoadtestConfig(w io.Writer, r LoadtestResult) {
 	if c.Cache {
 		cache = fmt.Sprintf("true (%d aggregates)", c.CacheSize)
 	}
-	ops := groupDigits(float64(c.Ops))
+	ops := GroupDigits(float64(c.Ops))
 	if c.Ops == 0 {
 		ops = "no budget"
 	}
 	limits := "none"
 	switch {
 	case c.Duration > 0 && c.Rate > 0:
-		limits = fmt.Sprintf("%v, %s cycles/s", c.Duration, groupDigits(c.Rate))
+		limits = fmt.Sprintf("%v, %s cycles/s", c.Duration, GroupDigits(c.Rate))
 	case c.Duration > 0:
 		limits = c.Duration.String()
 	case c.Rate > 0:
-		limits = groupDigits(c.Rate) + " cycles/s"
+		limits = GroupDigits(c.Rate) + " cycles/s"
 	}
 	fmt.Fprintf(w, "=== Load Test Configuration ===\n"+
 		"  Store:           %s (%s)\n"+

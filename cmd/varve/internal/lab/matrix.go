@@ -326,18 +326,18 @@ func (c *cellRun) cell() MatrixCell {
 // latencies, then per mix how the largest worker count holds up against
 // the mix's best rate.
 func PrintMatrix(w io.Writer, rep MatrixReport) error {
-	fmt.Fprintf(w, "matrix on %s: %s streams, %v per cell\n", rep.Store, groupDigits(float64(rep.Streams)), rep.Duration)
+	fmt.Fprintf(w, "matrix on %s: %s streams, %v per cell\n", rep.Store, GroupDigits(float64(rep.Streams)), rep.Duration)
 	if rep.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the cells below are what was measured before the stop.")
 	}
 	t := textTable{header: []string{"MIX", "WORKERS", "READS/S", "READ P50", "P90", "P99", "MAX", "N", "WRITES/S", "WRITE P50", "P90", "P99", "MAX", "N", "SHARE", "ERRORS"}, left: 1}
 	few := false
 	for _, c := range rep.Cells {
-		row := []string{c.Mix, strconv.Itoa(c.Workers), groupDigits(c.ReadRate)}
+		row := []string{c.Mix, strconv.Itoa(c.Workers), GroupDigits(c.ReadRate)}
 		row = append(row, latencyCells(c.ReadLatency)...)
-		row = append(row, groupDigits(c.WriteRate))
+		row = append(row, GroupDigits(c.WriteRate))
 		row = append(row, latencyCells(c.WriteLatency)...)
-		row = append(row, fmt.Sprintf("%.2f", c.Share), groupDigits(float64(c.Errors)))
+		row = append(row, fmt.Sprintf("%.2f", c.Share), GroupDigits(float64(c.Errors)))
 		t.add(row...)
 		few = few || c.ReadLatency.FewSamples && c.ReadLatency.Samples > 0 || c.WriteLatency.FewSamples && c.WriteLatency.Samples > 0
 	}
@@ -350,7 +350,7 @@ func PrintMatrix(w io.Writer, rep MatrixReport) error {
 		return err
 	}
 	for _, h := range Holdup(rep.Cells) {
-		fmt.Fprintf(w, "%s: %d workers run at %.2fx the best rate (%s ops/s at %d)\n", h.Mix, h.Workers, h.Ratio, groupDigits(h.Best), h.BestWorkers)
+		fmt.Fprintf(w, "%s: %d workers run at %.2fx the best rate (%s ops/s at %d)\n", h.Mix, h.Workers, h.Ratio, GroupDigits(h.Best), h.BestWorkers)
 	}
 	for _, c := range rep.Cells {
 		if c.FirstError != "" {

@@ -36,7 +36,7 @@ func WriteMatrixHTML(w io.Writer, rep MatrixReport) error {
 	return page{
 		Title: "varve matrix: " + rep.Store,
 		Lines: []string{
-			fmt.Sprintf("%s streams; %v per cell; point reads read a random stream's last event, point writes append to a random stream.", groupDigits(float64(rep.Streams)), rep.Duration),
+			fmt.Sprintf("%s streams; %v per cell; point reads read a random stream's last event, point writes append to a random stream.", GroupDigits(float64(rep.Streams)), rep.Duration),
 			fmt.Sprintf("Machine: %s, %d cores, %s.", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
 		},
 		Charts: append([]template.HTML{total.SVG()}, perMix...),
