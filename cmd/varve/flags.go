@@ -40,6 +40,17 @@ func countFlag(name string, v, lo, hi int) error {
 	return nil
 }
 
+// firstError returns the first of errs that is not nil: the checks of a
+// command's flags, in the order they are reported.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // durationFlag checks a duration flag; zero is allowed when zeroMeans says
 // what it means, and refused otherwise.
 func durationFlag(name string, d time.Duration, zeroOK bool) error {

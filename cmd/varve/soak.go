@@ -84,21 +84,9 @@ Row: the commands, with their latency. Exit code 1 when memory grew in sustained
 			if cfg.Mode != lab.Sustained && cfg.Mode != lab.Discovery {
 				return usagef("--mode %q: want %s or %s", cfg.Mode, lab.Sustained, lab.Discovery)
 			}
-			for _, v := range []struct {
-				name        string
-				val, lo, hi int
-			}{
-				{"workers", cfg.Workers, 1, maxWorkers}, {"aggregates", cfg.Aggregates, 1, maxUsers},
-				{"prune-above", cfg.PruneAbove, 1, maxPruneAbove}, {"rate", rate, 0, maxRate},
-			} {
-				if err := countFlag(v.name, v.val, v.lo, v.hi); err != nil {
-					return err
-				}
-			}
-			if err := durationFlag("duration", c.duration, false); err != nil {
-				return err
-			}
-			if err := durationFlag("interval", cfg.Interval, false); err != nil {
+			if err := firstError(countFlag("workers", cfg.Workers, 1, maxWorkers), countFlag("aggregates", cfg.Aggregates, 1, maxUsers),
+				countFlag("prune-above", cfg.PruneAbove, 1, maxPruneAbove), countFlag("rate", rate, 0, maxRate),
+				durationFlag("duration", c.duration, false), durationFlag("interval", cfg.Interval, false)); err != nil {
 				return err
 			}
 			if cfg.ThresholdPct < 0 {
