@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -452,6 +453,20 @@ func (rep *BenchReport) Rows() []Row {
 		}
 	}
 	return rows
+}
+
+// resultsOf yields the results of workload name with the index of their
+// store, in store order.
+func (rep *BenchReport) resultsOf(name string) iter.Seq2[int, BenchResult] {
+	return func(yield func(int, BenchResult) bool) {
+		for si, st := range rep.Stores {
+			for _, r := range st.Results {
+				if r.Workload == name && !yield(si, r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 func (rep *BenchReport) workload(name string) BenchWorkload {
