@@ -88,6 +88,9 @@ func siRate(v float64) string {
 	return trimZero(v)
 }
 
+// seconds labels a time axis in seconds.
+func seconds(v float64) string { return trimZero(v) + "s" }
+
 func trimZero(v float64) string {
 	if v >= 100 {
 		return fmt.Sprintf("%.0f", v)
@@ -266,7 +269,7 @@ func timelineChart(rep *BenchReport, wl BenchWorkload) template.HTML {
 	for _, t := range niceTicks(tmax) {
 		px := left + t/tmax*(width-left-right)
 		s.line(px, top, px, height-bottom, "grid")
-		s.text(px, height-12, "middle", "tick", trimZero(t)+"s")
+		s.text(px, height-12, "middle", "tick", seconds(t))
 	}
 	for _, se := range ss {
 		var p50, p99 []string

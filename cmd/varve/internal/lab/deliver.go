@@ -374,7 +374,7 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 	dcfg := delivery.Config{
 		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
 		Retry:  subscription.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	if direct != nil {
 		dcfg.Parked = direct.parked
