@@ -253,9 +253,7 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	pace := newPaced(runCtx, cfg.Rate, cfg.Duration)
 	defer pace.stop()
 	rep := &reporter{w: progress, batch: cfg.Batch, total: cfg.Ops, last: time.Now(), start: time.Now()}
-	hists := make([]*hdrhistogram.Histogram, res.Workers)
-	verified := make([]int, res.Workers)
-	mismatches := make([]int, res.Workers)
+	workers := make([]*loadtestWorker, res.Workers)
 	var budget atomic.Int64
 	budget.Store(int64(cfg.Ops))
 	take := func() bool {
@@ -267,26 +265,24 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	cpu0, _ := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := range res.Workers {
-		hists[w] = NewHistogram()
+	for w := range workers {
+		lw := &loadtestWorker{repo: repo, cfg: cfg, hist: NewHistogram(), rep: rep, pace: pace,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(w))), users: ownedUsers(w, res.Workers, cfg.Users)}
+		workers[w] = lw
 		wg.Go(func() {
-			lw := &loadtestWorker{
-				repo: repo, cfg: cfg, hist: hists[w], rep: rep, pace: pace,
-				rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(w))),
-				users: ownedUsers(w, res.Workers, cfg.Users),
-			}
 			if err := lw.run(runCtx, take); err != nil {
 				cancel(err)
 			}
-			verified[w], mismatches[w] = lw.verified, lw.mismatches
 		})
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
 
-	h := hists[0]
-	for _, o := range hists[1:] {
-		h.Merge(o)
+	h := NewHistogram()
+	for _, lw := range workers {
+		h.Merge(lw.hist)
+		res.Verified += lw.verified
+		res.Mismatches += lw.mismatches
 	}
 	res.Latency = LatencyOf(h)
 	res.Ops = int(h.TotalCount())
@@ -296,10 +292,6 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	}
 	if cpu1, ok := processCPU(); ok && res.Ops > 0 {
 		res.CPUPerOp = (cpu1 - cpu0) / time.Duration(res.Ops)
-	}
-	for w := range res.Workers {
-		res.Verified += verified[w]
-		res.Mismatches += mismatches[w]
 	}
 	res.StoreCalls = cb.calls.Load() - calls0
 	if res.Ops > 0 {
