@@ -112,7 +112,7 @@ publication are dropped after the runs.` + storeHelp,
 			}
 			ctx := cmd.Context()
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
-			cfg.Log = progressTo(cmd)
+			cfg.Log = cmd.ErrOrStderr()
 			env := lab.NewEnvelope("deliver-bench")
 			env.Config = deliverConfig{cfg, cfg.Ordering.String()}
 			announce(cmd.ErrOrStderr(), targets)

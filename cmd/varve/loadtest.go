@@ -66,7 +66,7 @@ command line wins over the variable.` + storeHelp,
 			for _, t := range targets {
 				run := cfg
 				run.Store, run.Label = t.URL, t.Label
-				res, err := lab.Loadtest(ctx, run, progressTo(cmd))
+				res, err := lab.Loadtest(ctx, run, cmd.ErrOrStderr())
 				if res.Backend != "" || res.Ops > 0 {
 					results = append(results, res)
 				} else {

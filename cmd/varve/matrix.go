@@ -37,7 +37,7 @@ falls below 80% of the best.` + storeHelp,
 			if err := c.out.validate(); err != nil {
 				return err
 			}
-			cfg := lab.MatrixConfig{Streams: streams, Rate: c.rate, Duration: c.duration, Progress: progressTo(cmd)}
+			cfg := lab.MatrixConfig{Streams: streams, Rate: c.rate, Duration: c.duration, Progress: cmd.ErrOrStderr()}
 			var err error
 			if cfg.Mixes, err = lab.ParseMixes(mixes); err != nil {
 				return usage(fmt.Errorf("--mix: %w", err))

@@ -105,7 +105,7 @@ Row: the commands, with their latency. Exit code 1 when memory grew in sustained
 			}
 			ctx := cmd.Context()
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
-			cfg.Progress = progressTo(cmd)
+			cfg.Progress = cmd.ErrOrStderr()
 			cfg.Environment = os.Getenv(soakEnvironment)
 			if _, err := applyAddressLimit(); err != nil {
 				return fmt.Errorf("the capped soak's address-space limit: %w", err)
