@@ -692,7 +692,7 @@ func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 		}
 		few = few || r.Latency.FewSamples && r.Latency.Samples > 0
 		row := []string{strconv.Itoa(r.Workers), GroupDigits(r.EventsPerS), fmt.Sprintf("%.3f", r.Efficiency)}
-		row = append(row, latencyCells(r.Latency)...)
+		row = append(row, r.Latency.Cells()...)
 		row = append(row, fmtDur(r.Elapsed), fmtDur(r.CPUPerEvent), strconv.FormatUint(r.Retries, 10), strconv.FormatUint(r.Parked, 10),
 			strconv.FormatUint(r.OrderViolations, 10), r.Stopped)
 		t.add(row...)

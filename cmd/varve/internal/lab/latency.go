@@ -52,8 +52,12 @@ func LatencyOf(h *hdrhistogram.Histogram) Latency {
 }
 
 // Cells returns the latency as table cells: p50, p90, p99, max and the
-// sample count, the count marked when it is too small for a p99.
+// sample count, the count marked when it is too small for a p99; without
+// samples, a dash and the count.
 func (l Latency) Cells() []string {
+	if l.Samples == 0 {
+		return []string{"-", "", "", "", "0"}
+	}
 	return []string{fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.Max), l.SamplesText()}
 }
 

@@ -334,9 +334,9 @@ func PrintMatrix(w io.Writer, rep MatrixReport) error {
 	few := false
 	for _, c := range rep.Cells {
 		row := []string{c.Mix, strconv.Itoa(c.Workers), GroupDigits(c.ReadRate)}
-		row = append(row, latencyCells(c.ReadLatency)...)
+		row = append(row, c.ReadLatency.Cells()...)
 		row = append(row, GroupDigits(c.WriteRate))
-		row = append(row, latencyCells(c.WriteLatency)...)
+		row = append(row, c.WriteLatency.Cells()...)
 		row = append(row, fmt.Sprintf("%.2f", c.Share), GroupDigits(float64(c.Errors)))
 		t.add(row...)
 		few = few || c.ReadLatency.FewSamples && c.ReadLatency.Samples > 0 || c.WriteLatency.FewSamples && c.WriteLatency.Samples > 0
@@ -358,14 +358,6 @@ func PrintMatrix(w io.Writer, rep MatrixReport) error {
 		}
 	}
 	return nil
-}
-
-// latencyCells are a latency's table cells, empty without samples.
-func latencyCells(l Latency) []string {
-	if l.Samples == 0 {
-		return []string{"-", "", "", "", "0"}
-	}
-	return l.Cells()
 }
 
 // Hold is how a mix's total rate at its largest worker count compares to
