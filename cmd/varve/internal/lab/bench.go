@@ -394,14 +394,9 @@ func varveVersion() string {
 }
 
 // writeWorkloads are the workloads whose op writes, and which the store's
-// write baseline measures; readWorkloads read (or mostly read).
-var (
-	writeWorkloads = []string{"append-single", "append-batch10", "append-batch100", "append-metadata", "append-expected",
-		"concurrent-8", "concurrent-32", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
-	readWorkloads = []string{"load-10", "load-100", "load-1000", "mixed-80r20w", "mixed-20r80w", "stream-info", "last-position", "scale-load",
-		"filter-category", "filter-category-client", "filter-stream", "filter-all-same-size",
-		"scale-filter-category", "scale-filter-category-client", "scale-filter-stream", "scale-filter-all-same-size"}
-)
+// write baseline measures (TestWorkloadKinds lists the ones that read).
+var writeWorkloads = []string{"append-single", "append-batch10", "append-batch100", "append-metadata", "append-expected",
+	"concurrent-8", "concurrent-32", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
 
 // Writes reports whether a workload only writes: only those get a ratio to
 // the store's write baseline.

@@ -217,6 +217,11 @@ func TestBaselines(t *testing.T) {
 	}
 }
 
+// readWorkloads are the workloads that read (or mostly read).
+var readWorkloads = []string{"load-10", "load-100", "load-1000", "mixed-80r20w", "mixed-20r80w", "stream-info", "last-position", "scale-load",
+	"filter-category", "filter-category-client", "filter-stream", "filter-all-same-size",
+	"scale-filter-category", "scale-filter-category-client", "scale-filter-stream", "scale-filter-all-same-size"}
+
 // TestWorkloadKinds: every workload is known to write or to read, so that
 // none gets a ratio to the write baseline by accident.
 func TestWorkloadKinds(t *testing.T) {
