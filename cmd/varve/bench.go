@@ -42,7 +42,7 @@ A progress line goes to stderr while it runs.` + storeHelp,
 			if err := c.out.validate(); err != nil {
 				return err
 			}
-			cfg := lab.BenchConfig{Workloads: workloads, Rate: c.rate, Progress: progressTo(cmd)}
+			cfg := lab.BenchConfig{Workloads: workloads, Rate: c.rate, Progress: cmd.ErrOrStderr()}
 			if cmd.Flags().Changed("events") {
 				if err := countFlag("events", events, 1, maxEvents); err != nil {
 					return err

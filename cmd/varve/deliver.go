@@ -15,7 +15,7 @@ func deliverBenchCmd() *cobra.Command {
 	cfg := lab.DeliverConfig{}
 	var (
 		c         common
-		latencies = &msList{vals: []float64{10, 50}}
+		latencies = newMsList(10, 50)
 		workers   = newIntList(1, 5, 10, 25, 50, 100, 250)
 		ordering  string
 	)
@@ -57,34 +57,23 @@ publication are dropped after the runs.` + storeHelp,
 				return usage(fmt.Errorf("--ordering: %w", err))
 			}
 			cfg.Ordering = o
-			for _, v := range []struct {
-				name        string
-				val, lo, hi int
-			}{
-				{"transactions", cfg.Transactions, 1, maxEvents}, {"events-per-tx", cfg.EventsPerTx, 1, maxBatch},
-				{"streams", cfg.Streams, 1, maxStreams}, {"window", cfg.Window, 0, maxEvents}, {"poison", cfg.Poison, 0, cfg.Streams},
-			} {
-				if err := countFlag(v.name, v.val, v.lo, v.hi); err != nil {
-					return err
-				}
+			if err := firstError(countFlag("transactions", cfg.Transactions, 1, maxEvents), countFlag("events-per-tx", cfg.EventsPerTx, 1, maxBatch),
+				countFlag("streams", cfg.Streams, 1, maxStreams), countFlag("window", cfg.Window, 0, maxEvents),
+				countFlag("poison", cfg.Poison, 0, cfg.Streams)); err != nil {
+				return err
 			}
 			if cfg.Transactions*cfg.EventsPerTx > maxEvents {
 				return usagef("--transactions x --events-per-tx is %s events: at most %s", group(cfg.Transactions*cfg.EventsPerTx), group(maxEvents))
 			}
-			if err := workers.check("workers", 1, maxWorkers); err != nil {
+			if err := checkInts(workers, "workers", 1, maxWorkers); err != nil {
 				return err
 			}
 			cfg.Workers = workers.vals
-			if cfg.Latencies, err = latencies.durations("latency-ms"); err != nil {
+			if cfg.Latencies, err = msDurations(latencies, "latency-ms"); err != nil {
 				return err
 			}
-			if err := durationFlag("checkpoint-interval", cfg.CheckpointInterval, false); err != nil {
-				return err
-			}
-			if err := durationFlag("duration", c.duration, true); err != nil {
-				return err
-			}
-			if err := rateFlag(c.rate); err != nil {
+			if err := firstError(durationFlag("checkpoint-interval", cfg.CheckpointInterval, false),
+				durationFlag("duration", c.duration, true), rateFlag(c.rate)); err != nil {
 				return err
 			}
 			for _, s := range cfg.Sinks {
@@ -123,7 +112,7 @@ publication are dropped after the runs.` + storeHelp,
 			}
 			ctx := cmd.Context()
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
-			cfg.Log = progressTo(cmd)
+			cfg.Log = cmd.ErrOrStderr()
 			env := lab.NewEnvelope("deliver-bench")
 			env.Config = deliverConfig{cfg, cfg.Ordering.String()}
 			announce(cmd.ErrOrStderr(), targets)

@@ -40,6 +40,17 @@ func countFlag(name string, v, lo, hi int) error {
 	return nil
 }
 
+// firstError returns the first of errs that is not nil: the checks of a
+// command's flags, in the order they are reported.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // durationFlag checks a duration flag; zero is allowed when zeroMeans says
 // what it means, and refused otherwise.
 func durationFlag(name string, d time.Duration, zeroOK bool) error {
@@ -64,61 +75,71 @@ func rateFlag(r float64) error {
 	return nil
 }
 
-func group(n int) string {
-	s := strconv.Itoa(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+func group(n int) string { return lab.GroupDigits(float64(n)) }
+
+// listFlag is a flag of comma-separated values, shown as given: "1,2,4".
+// The first use replaces the default; more uses add to it.
+type listFlag[T any] struct {
+	vals       []T
+	set        bool
+	typ, what  string // the flag's type in the help; what a value must be
+	parse      func(string) (T, error)
+	formatting func(T) string
 }
 
-// intList is a flag of comma-separated positive integers, shown as given:
-// "1,2,4".
-type intList struct {
-	vals []int
-	set  bool
+// newIntList is a flag of comma-separated integers.
+func newIntList(def ...int) *listFlag[int] {
+	return &listFlag[int]{vals: def, typ: "list", what: "an integer", parse: strconv.Atoi, formatting: strconv.Itoa}
 }
 
-func newIntList(def ...int) *intList { return &intList{vals: def} }
+// newMsList is a flag of comma-separated durations in milliseconds.
+func newMsList(def ...float64) *listFlag[float64] {
+	return &listFlag[float64]{vals: def, typ: "ms-list", what: "a number of milliseconds",
+		parse:      func(s string) (float64, error) { return strconv.ParseFloat(strings.TrimSuffix(s, "ms"), 64) },
+		formatting: func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }}
+}
 
-func (l *intList) String() string {
+func (l *listFlag[T]) String() string {
 	parts := make([]string, len(l.vals))
 	for i, v := range l.vals {
-		parts[i] = strconv.Itoa(v)
+		parts[i] = l.formatting(v)
 	}
 	return strings.Join(parts, ",")
 }
 
-func (l *intList) Set(s string) error {
-	var vals []int
+func (l *listFlag[T]) Set(s string) error {
+	var vals []T
 	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
+		v, err := l.parse(strings.TrimSpace(part))
 		if err != nil {
-			return fmt.Errorf("%q is not an integer", part)
+			return fmt.Errorf("%q is not %s", part, l.what)
 		}
-		vals = append(vals, n)
+		vals = append(vals, v)
 	}
 	if !l.set {
-		l.vals = nil
-		l.set = true
+		l.vals, l.set = nil, true
 	}
 	l.vals = append(l.vals, vals...)
 	return nil
 }
 
-func (l *intList) Type() string { return "list" }
+func (l *listFlag[T]) Type() string { return l.typ }
 
-// check bounds every value of the list flag name and its length.
-func (l *intList) check(name string, lo, hi int) error {
+// count bounds the length of the list flag name.
+func (l *listFlag[T]) count(name string) error {
 	if len(l.vals) == 0 {
 		return usagef("--%s: give at least one value", name)
 	}
 	if len(l.vals) > maxListValues {
 		return usagef("--%s: %d values, at most %d", name, len(l.vals), maxListValues)
+	}
+	return nil
+}
+
+// checkInts bounds every value of the list flag name and its length.
+func checkInts(l *listFlag[int], name string, lo, hi int) error {
+	if err := l.count(name); err != nil {
+		return err
 	}
 	for _, v := range l.vals {
 		if err := countFlag(name, v, lo, hi); err != nil {
@@ -128,47 +149,11 @@ func (l *intList) check(name string, lo, hi int) error {
 	return nil
 }
 
-// msList is a flag of comma-separated durations in milliseconds, shown as
-// given: "10,50".
-type msList struct {
-	vals []float64
-	set  bool
-}
-
-func (l *msList) String() string {
-	parts := make([]string, len(l.vals))
-	for i, v := range l.vals {
-		parts[i] = strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (l *msList) Set(s string) error {
-	var vals []float64
-	for _, part := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(part), "ms"), 64)
-		if err != nil {
-			return fmt.Errorf("%q is not a number of milliseconds", part)
-		}
-		vals = append(vals, v)
-	}
-	if !l.set {
-		l.vals = nil
-		l.set = true
-	}
-	l.vals = append(l.vals, vals...)
-	return nil
-}
-
-func (l *msList) Type() string { return "ms-list" }
-
-// durations returns the values as durations, checked.
-func (l *msList) durations(name string) ([]time.Duration, error) {
-	if len(l.vals) == 0 {
-		return nil, usagef("--%s: give at least one value", name)
-	}
-	if len(l.vals) > maxListValues {
-		return nil, usagef("--%s: %d values, at most %d", name, len(l.vals), maxListValues)
+// msDurations returns the values of the list flag name as durations,
+// checked.
+func msDurations(l *listFlag[float64], name string) ([]time.Duration, error) {
+	if err := l.count(name); err != nil {
+		return nil, err
 	}
 	var out []time.Duration
 	for _, v := range l.vals {

@@ -39,26 +39,15 @@ command line wins over the variable.` + storeHelp,
 			if err := c.out.validate(); err != nil {
 				return err
 			}
-			for _, v := range []struct {
-				name    string
-				val, lo int
-				hi      int
-			}{
-				{"ops", cfg.Ops, 0, maxEvents}, {"users", cfg.Users, 1, maxUsers}, {"batch", cfg.Batch, 1, maxEvents},
-				{"workers", cfg.Workers, 1, maxWorkers}, {"snapshot-every", cfg.SnapshotEvery, 1, maxEvents},
-				{"cache-size", cfg.CacheSize, 1, maxUsers},
-			} {
-				if err := countFlag(v.name, v.val, v.lo, v.hi); err != nil {
-					return err
-				}
+			if err := firstError(countFlag("ops", cfg.Ops, 0, maxEvents), countFlag("users", cfg.Users, 1, maxUsers),
+				countFlag("batch", cfg.Batch, 1, maxEvents), countFlag("workers", cfg.Workers, 1, maxWorkers),
+				countFlag("snapshot-every", cfg.SnapshotEvery, 1, maxEvents), countFlag("cache-size", cfg.CacheSize, 1, maxUsers)); err != nil {
+				return err
 			}
 			if cfg.Codec != "json" && cfg.Codec != "gojson" {
 				return usagef("--codec %q: want json or gojson", cfg.Codec)
 			}
-			if err := durationFlag("duration", c.duration, true); err != nil {
-				return err
-			}
-			if err := rateFlag(c.rate); err != nil {
+			if err := firstError(durationFlag("duration", c.duration, true), rateFlag(c.rate)); err != nil {
 				return err
 			}
 			if cfg.Ops == 0 && c.duration == 0 {
@@ -77,7 +66,7 @@ command line wins over the variable.` + storeHelp,
 			for _, t := range targets {
 				run := cfg
 				run.Store, run.Label = t.URL, t.Label
-				res, err := lab.Loadtest(ctx, run, progressTo(cmd))
+				res, err := lab.Loadtest(ctx, run, cmd.ErrOrStderr())
 				if res.Backend != "" || res.Ops > 0 {
 					results = append(results, res)
 				} else {

@@ -37,7 +37,7 @@ falls below 80% of the best.` + storeHelp,
 			if err := c.out.validate(); err != nil {
 				return err
 			}
-			cfg := lab.MatrixConfig{Streams: streams, Rate: c.rate, Duration: c.duration, Progress: progressTo(cmd)}
+			cfg := lab.MatrixConfig{Streams: streams, Rate: c.rate, Duration: c.duration, Progress: cmd.ErrOrStderr()}
 			var err error
 			if cfg.Mixes, err = lab.ParseMixes(mixes); err != nil {
 				return usage(fmt.Errorf("--mix: %w", err))
@@ -45,19 +45,11 @@ falls below 80% of the best.` + storeHelp,
 			if len(cfg.Mixes) > maxListValues {
 				return usagef("--mix: %d mixes, at most %d", len(cfg.Mixes), maxListValues)
 			}
-			if err := countFlag("streams", streams, 1, maxStreams); err != nil {
-				return err
-			}
-			if err := workers.check("workers", 1, maxWorkers); err != nil {
+			if err := firstError(countFlag("streams", streams, 1, maxStreams), checkInts(workers, "workers", 1, maxWorkers),
+				durationFlag("duration", c.duration, false), rateFlag(c.rate)); err != nil {
 				return err
 			}
 			cfg.Workers = workers.vals
-			if err := durationFlag("duration", c.duration, false); err != nil {
-				return err
-			}
-			if err := rateFlag(c.rate); err != nil {
-				return err
-			}
 			targets, err := resolveStores("matrix", c.stores, false, c.keep)
 			if err != nil {
 				return err

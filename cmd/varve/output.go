@@ -169,10 +169,6 @@ func writeFile(name string, write func(io.Writer) error) (err error) {
 	return write(f)
 }
 
-// progressTo is where a command's progress goes: stderr, or nowhere when
-// quiet.
-func progressTo(cmd *cobra.Command) io.Writer { return cmd.ErrOrStderr() }
-
 // csvWriter writes CSV records with every field escaped for a terminal
 // (termtext.Escape): a report may be printed, and a field that spans lines
 // or holds an escape sequence would reach the terminal as it is. --json

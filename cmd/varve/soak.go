@@ -84,21 +84,9 @@ Row: the commands, with their latency. Exit code 1 when memory grew in sustained
 			if cfg.Mode != lab.Sustained && cfg.Mode != lab.Discovery {
 				return usagef("--mode %q: want %s or %s", cfg.Mode, lab.Sustained, lab.Discovery)
 			}
-			for _, v := range []struct {
-				name        string
-				val, lo, hi int
-			}{
-				{"workers", cfg.Workers, 1, maxWorkers}, {"aggregates", cfg.Aggregates, 1, maxUsers},
-				{"prune-above", cfg.PruneAbove, 1, maxPruneAbove}, {"rate", rate, 0, maxRate},
-			} {
-				if err := countFlag(v.name, v.val, v.lo, v.hi); err != nil {
-					return err
-				}
-			}
-			if err := durationFlag("duration", c.duration, false); err != nil {
-				return err
-			}
-			if err := durationFlag("interval", cfg.Interval, false); err != nil {
+			if err := firstError(countFlag("workers", cfg.Workers, 1, maxWorkers), countFlag("aggregates", cfg.Aggregates, 1, maxUsers),
+				countFlag("prune-above", cfg.PruneAbove, 1, maxPruneAbove), countFlag("rate", rate, 0, maxRate),
+				durationFlag("duration", c.duration, false), durationFlag("interval", cfg.Interval, false)); err != nil {
 				return err
 			}
 			if cfg.ThresholdPct < 0 {
@@ -117,7 +105,7 @@ Row: the commands, with their latency. Exit code 1 when memory grew in sustained
 			}
 			ctx := cmd.Context()
 			cfg.Store, cfg.Label = targets[0].URL, targets[0].Label
-			cfg.Progress = progressTo(cmd)
+			cfg.Progress = cmd.ErrOrStderr()
 			cfg.Environment = os.Getenv(soakEnvironment)
 			if _, err := applyAddressLimit(); err != nil {
 				return fmt.Errorf("the capped soak's address-space limit: %w", err)
@@ -130,27 +118,12 @@ Row: the commands, with their latency. Exit code 1 when memory grew in sustained
 				defer f.Close()
 				cfg.Record = f
 			}
-			env := lab.NewEnvelope("soak")
-			env.Config = soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
-				Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
-				MinSlope: cfg.MinSlope, Keep: c.keep, Environment: cfg.Environment}
+			env := soakEnvelope(cfg, c.keep, cfg.Environment)
 			announce(cmd.ErrOrStderr(), targets)
 			rep, runErr := lab.RunSoak(ctx, cfg)
 			finishStores(ctx, env, targets)
 			runError(ctx, env, runErr)
-			r := report{env: env,
-				text: func(w io.Writer) error { return lab.PrintSoak(w, rep) },
-				html: func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) },
-			}
-			if len(rep.Samples) > 0 {
-				env.Results = []lab.Row{rep.Row()}
-				env.Details = lab.SoakDetails{MemoryLimit: rep.MemoryLimit, PruneAbove: rep.PruneAbove, Verdict: rep.Verdict, Samples: rep.Samples,
-					Environment: rep.Environment, Ended: rep.Ended, Ceiling: rep.Ceiling}
-			}
-			if grewWrongly(rep) {
-				r.failures = append(r.failures, "memory did not stay flat")
-			}
-			return finish(cmd, &c.out, r)
+			return soakReport(cmd, &c, env, rep, nil)
 		},
 	}
 	f := cmd.Flags()
@@ -237,9 +210,7 @@ func soakCapped(cmd *cobra.Command, c *common, cfg lab.SoakConfig, hard, how, so
 		MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove, Machine: lab.Machine(), Ended: end.how,
 		StopReason: "the process died: " + end.how}
 	rep = lab.SoakFromRecord(rep, rec, cfg.ThresholdPct, cfg.MinSlope, cfg.MinSpan)
-	return soakReport(cmd, c, rep, soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
-		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
-		MinSlope: cfg.MinSlope, Keep: c.keep, Environment: env}, []string{"capped soak: " + end.how})
+	return soakReport(cmd, c, soakEnvelope(cfg, c.keep, env), rep, []string{"capped soak: " + end.how})
 }
 
 // soakBrowser builds the WebAssembly soak, serves its page on a loopback
@@ -309,16 +280,21 @@ wait:
 	if err != nil {
 		return err
 	}
-	return soakReport(cmd, c, rep, soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
-		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
-		MinSlope: cfg.MinSlope, Environment: rep.Environment}, nil)
+	return soakReport(cmd, c, soakEnvelope(cfg, false, rep.Environment), rep, nil)
 }
 
-// soakReport writes a soak's report (table, JSON envelope, HTML) the one
-// way for every environment; failures adds reasons for exit code 1.
-func soakReport(cmd *cobra.Command, c *common, rep lab.SoakReport, conf soakConfig, failures []string) error {
+// soakEnvelope starts a soak's envelope, with its config.
+func soakEnvelope(cfg lab.SoakConfig, keep bool, environment string) *lab.Envelope {
 	env := lab.NewEnvelope("soak")
-	env.Config = conf
+	env.Config = soakConfig{Mode: cfg.Mode, Duration: cfg.Duration, MemoryLimit: cfg.MemoryLimit, PruneAbove: cfg.PruneAbove,
+		Workers: cfg.Workers, Rate: cfg.Rate, Aggregates: cfg.Aggregates, Interval: cfg.Interval, ThresholdPct: cfg.ThresholdPct,
+		MinSlope: cfg.MinSlope, Keep: keep, Environment: environment}
+	return env
+}
+
+// soakReport writes a soak's report (table, JSON envelope, HTML) into env
+// the one way for every environment; failures adds reasons for exit code 1.
+func soakReport(cmd *cobra.Command, c *common, env *lab.Envelope, rep lab.SoakReport, failures []string) error {
 	r := report{env: env,
 		text:     func(w io.Writer) error { return lab.PrintSoak(w, rep) },
 		html:     func(w io.Writer) error { return lab.WriteSoakHTML(w, rep) },

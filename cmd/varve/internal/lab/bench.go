@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -360,8 +361,8 @@ func join(a, b string) string {
 }
 
 func summary(res Result, u workload.Unit) string {
-	s := fmt.Sprintf("%s %s in %v, %s %s/s, p50 %v, p99 %v", groupDigits(float64(countOf(res, u))), u,
-		fmtDur(res.Elapsed), groupDigits(res.Rate(u)), u, fmtDur(res.Latency.P50), fmtDur(res.Latency.P99))
+	s := fmt.Sprintf("%s %s in %v, %s %s/s, p50 %v, p99 %v", GroupDigits(float64(countOf(res, u))), u,
+		fmtDur(res.Elapsed), GroupDigits(res.Rate(u)), u, fmtDur(res.Latency.P50), fmtDur(res.Latency.P99))
 	if res.Stopped != workload.StopBudget {
 		s += " (" + res.Stopped + ")"
 	}
@@ -393,14 +394,9 @@ func varveVersion() string {
 }
 
 // writeWorkloads are the workloads whose op writes, and which the store's
-// write baseline measures; readWorkloads read (or mostly read).
-var (
-	writeWorkloads = []string{"append-single", "append-batch10", "append-batch100", "append-metadata", "append-expected",
-		"concurrent-8", "concurrent-32", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
-	readWorkloads = []string{"load-10", "load-100", "load-1000", "mixed-80r20w", "mixed-20r80w", "stream-info", "last-position", "scale-load",
-		"filter-category", "filter-category-client", "filter-stream", "filter-all-same-size",
-		"scale-filter-category", "scale-filter-category-client", "scale-filter-stream", "scale-filter-all-same-size"}
-)
+// write baseline measures (TestWorkloadKinds lists the ones that read).
+var writeWorkloads = []string{"append-single", "append-batch10", "append-batch100", "append-metadata", "append-expected",
+	"concurrent-8", "concurrent-32", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
 
 // Writes reports whether a workload only writes: only those get a ratio to
 // the store's write baseline.
@@ -452,6 +448,20 @@ func (rep *BenchReport) Rows() []Row {
 		}
 	}
 	return rows
+}
+
+// resultsOf yields the results of workload name with the index of their
+// store, in store order.
+func (rep *BenchReport) resultsOf(name string) iter.Seq2[int, BenchResult] {
+	return func(yield func(int, BenchResult) bool) {
+		for si, st := range rep.Stores {
+			for _, r := range st.Results {
+				if r.Workload == name && !yield(si, r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 func (rep *BenchReport) workload(name string) BenchWorkload {

@@ -74,33 +74,27 @@ func WriteBenchHTML(w io.Writer, rep *BenchReport) error {
 		data.About = append(data.About, about{st.Name, bl.Name, bl.About})
 		var runs []string
 		for _, r := range bl.Runs {
-			runs = append(runs, groupDigits(r.EventsPerSec))
+			runs = append(runs, GroupDigits(r.EventsPerSec))
 		}
 		if bl.Spread > unsteady {
 			data.Unsteady = append(data.Unsteady, fmt.Sprintf("The baseline runs of %s differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better.",
 				st.Name, fmtRatio(bl.Spread)))
 		}
-		data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.Name, ""}, {bl.Name, ""}, {groupDigits(bl.EventsPerSec), "n"},
+		data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.Name, ""}, {bl.Name, ""}, {GroupDigits(bl.EventsPerSec), "n"},
 			{fmtDur(bl.P50), "n"}, {fmtDur(bl.P99), "n"}, {strings.Join(runs, " / "), "n"}, {st.ServerVersion, ""}})
 	}
 	for _, wl := range rep.Workloads {
 		u := string(wl.Unit)
-		t := table{Title: wl.Name, About: wl.About + " (" + groupDigits(float64(wl.Workers)) + " " + plural(wl.Workers, "worker") + ")",
+		t := table{Title: wl.Name, About: wl.About + " (" + GroupDigits(float64(wl.Workers)) + " " + plural(wl.Workers, "worker") + ")",
 			Head: []string{"store", u, u + "/s", "vs base", "p50", "vs base", "p90", "p99", "vs base", "p99.9", "max", "samples", "allocs/op", "B/op", "note"}}
-		for _, st := range rep.Stores {
-			for _, r := range st.Results {
-				if r.Workload != wl.Name {
-					continue
-				}
-				rt, r50, r99 := r.ratios()
-				note := r.note()
-				l := r.Latency
-				data.FewSamples = data.FewSamples || (l.FewSamples && l.Samples > 0)
-				t.Rows = append(t.Rows, []cell{{st.Name, ""}, {groupDigits(float64(countOf(r.Result, wl.Unit))), "n"},
-					{groupDigits(r.Rate(wl.Unit)), "n"}, {rt, "n r"}, {fmtDur(l.P50), "n"}, {r50, "n r"}, {fmtDur(l.P90), "n"},
-					{fmtDur(l.P99), "n"}, {r99, "n r"}, {fmtDur(l.P999), "n"}, {fmtDur(l.Max), "n"}, {l.SamplesText(), "n"},
-					{fmtFloat(r.AllocsPerOp), "n"}, {groupDigits(r.BytesPerOp), "n"}, {note, "l"}})
-			}
+		for si, r := range rep.resultsOf(wl.Name) {
+			rt, r50, r99 := r.ratios()
+			l := r.Latency
+			data.FewSamples = data.FewSamples || (l.FewSamples && l.Samples > 0)
+			t.Rows = append(t.Rows, []cell{{rep.Stores[si].Name, ""}, {GroupDigits(float64(countOf(r.Result, wl.Unit))), "n"},
+				{GroupDigits(r.Rate(wl.Unit)), "n"}, {rt, "n r"}, {fmtDur(l.P50), "n"}, {r50, "n r"}, {fmtDur(l.P90), "n"},
+				{fmtDur(l.P99), "n"}, {r99, "n r"}, {fmtDur(l.P999), "n"}, {fmtDur(l.Max), "n"}, {l.SamplesText(), "n"},
+				{fmtFloat(r.AllocsPerOp), "n"}, {GroupDigits(r.BytesPerOp), "n"}, {r.note(), "l"}})
 		}
 		data.Tables = append(data.Tables, t)
 	}

@@ -88,6 +88,9 @@ func siRate(v float64) string {
 	return trimZero(v)
 }
 
+// seconds labels a time axis in seconds.
+func seconds(v float64) string { return trimZero(v) + "s" }
+
 func trimZero(v float64) string {
 	if v >= 100 {
 		return fmt.Sprintf("%.0f", v)
@@ -116,23 +119,21 @@ func throughputChart(rep *BenchReport) template.HTML {
 	}
 	groups := make([][]row, len(rep.Workloads))
 	for wi, wl := range rep.Workloads {
-		for si, st := range rep.Stores {
-			for _, r := range st.Results {
-				if r.Workload != wl.Name || r.Ops == 0 {
-					continue
-				}
-				rt := row{store: si, rate: r.Rate(wl.Unit), label: siRate(r.Rate(wl.Unit)) + " " + string(wl.Unit) + "/s"}
-				if st.Baseline != nil && st.Baseline.EventsPerSec > 0 && Writes(wl.Name) {
-					rt.base = st.Baseline.EventsPerSec
-					hi = max(hi, rt.base)
-					lo = min(lo, rt.base)
-				}
-				if r.VsBaseline != nil {
-					rt.label += " · " + fmtRatio(r.VsBaseline.Throughput) + " base"
-				}
-				lo, hi = min(lo, rt.rate), max(hi, rt.rate)
-				groups[wi] = append(groups[wi], rt)
+		for si, r := range rep.resultsOf(wl.Name) {
+			if r.Ops == 0 {
+				continue
 			}
+			rt := row{store: si, rate: r.Rate(wl.Unit), label: siRate(r.Rate(wl.Unit)) + " " + string(wl.Unit) + "/s"}
+			if bl := rep.Stores[si].Baseline; bl != nil && bl.EventsPerSec > 0 && Writes(wl.Name) {
+				rt.base = bl.EventsPerSec
+				hi = max(hi, rt.base)
+				lo = min(lo, rt.base)
+			}
+			if r.VsBaseline != nil {
+				rt.label += " · " + fmtRatio(r.VsBaseline.Throughput) + " base"
+			}
+			lo, hi = min(lo, rt.rate), max(hi, rt.rate)
+			groups[wi] = append(groups[wi], rt)
 		}
 	}
 	h := top + 30
@@ -197,29 +198,22 @@ func latencyChart(rep *BenchReport, wl BenchWorkload) template.HTML {
 		ps    []time.Duration
 	}
 	var lines []line
-	for si, st := range rep.Stores {
-		for _, r := range st.Results {
-			if r.Workload == wl.Name && r.Ops > 0 {
-				ps := percentiles(r.Latency)
-				for _, p := range ps {
-					if p > 0 {
-						lo, hi = min(lo, float64(p)), max(hi, float64(p))
-					}
+	for si, r := range rep.resultsOf(wl.Name) {
+		if r.Ops > 0 {
+			ps := percentiles(r.Latency)
+			for _, p := range ps {
+				if p > 0 {
+					lo, hi = min(lo, float64(p)), max(hi, float64(p))
 				}
-				lines = append(lines, line{si, ps})
 			}
+			lines = append(lines, line{si, ps})
 		}
 	}
 	if len(lines) == 0 {
 		s.text(width/2, height/2, "middle", "muted", "not run")
 		return s.html(wl.Name)
 	}
-	ay := newLogAxis(lo, hi, height-bottom, top)
-	for _, d := range ay.decades() {
-		y := ay.pos(d)
-		s.line(left, y, width-right, y, "grid")
-		s.text(left-4, y+4, "end", "tick", time.Duration(d).String())
-	}
+	ay := s.durationAxis(lo, hi, left, right, top, bottom)
 	step := (width - left - right) / float64(len(percentileNames)-1)
 	for i, n := range percentileNames {
 		s.text(left+float64(i)*step, height-8, "middle", "tick", n)
@@ -253,39 +247,29 @@ func timelineChart(rep *BenchReport, wl BenchWorkload) template.HTML {
 		pts   []Point
 	}
 	var ss []series
-	for si, st := range rep.Stores {
-		for _, r := range st.Results {
-			if r.Workload != wl.Name {
+	for si, r := range rep.resultsOf(wl.Name) {
+		var pts []Point
+		for _, p := range r.Timeline {
+			if p.Ops == 0 {
 				continue
 			}
-			var pts []Point
-			for _, p := range r.Timeline {
-				if p.Ops == 0 {
-					continue
-				}
-				pts = append(pts, p)
-				lo, hi = min(lo, float64(p.P50)), max(hi, float64(p.P99))
-				tmax = max(tmax, p.At.Seconds())
-			}
-			if len(pts) > 0 {
-				ss = append(ss, series{si, pts})
-			}
+			pts = append(pts, p)
+			lo, hi = min(lo, float64(p.P50)), max(hi, float64(p.P99))
+			tmax = max(tmax, p.At.Seconds())
+		}
+		if len(pts) > 0 {
+			ss = append(ss, series{si, pts})
 		}
 	}
 	if len(ss) == 0 || hi == 0 || tmax == 0 {
 		return ""
 	}
-	ay := newLogAxis(lo, hi, height-bottom, top)
-	for _, d := range ay.decades() {
-		y := ay.pos(d)
-		s.line(left, y, width-right, y, "grid")
-		s.text(left-4, y+4, "end", "tick", time.Duration(d).String())
-	}
+	ay := s.durationAxis(lo, hi, left, right, top, bottom)
 	x := func(t time.Duration) float64 { return left + t.Seconds()/tmax*(width-left-right) }
 	for _, t := range niceTicks(tmax) {
 		px := left + t/tmax*(width-left-right)
 		s.line(px, top, px, height-bottom, "grid")
-		s.text(px, height-12, "middle", "tick", trimZero(t)+"s")
+		s.text(px, height-12, "middle", "tick", seconds(t))
 	}
 	for _, se := range ss {
 		var p50, p99 []string
@@ -304,6 +288,18 @@ func timelineChart(rep *BenchReport, wl BenchWorkload) template.HTML {
 		}
 	}
 	return s.html(wl.Name + " latency over time")
+}
+
+// durationAxis draws the grid of a log y axis of durations from lo to hi,
+// a line a decade, between the margins of the chart, and returns the axis.
+func (s *svg) durationAxis(lo, hi, left, right, top, bottom float64) logAxis {
+	ay := newLogAxis(lo, hi, float64(s.h)-bottom, top)
+	for _, d := range ay.decades() {
+		y := ay.pos(d)
+		s.line(left, y, float64(s.w)-right, y, "grid")
+		s.text(left-4, y+4, "end", "tick", time.Duration(d).String())
+	}
+	return ay
 }
 
 // niceTicks returns about five round tick values in (0, max].

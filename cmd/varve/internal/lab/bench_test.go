@@ -217,6 +217,11 @@ func TestBaselines(t *testing.T) {
 	}
 }
 
+// readWorkloads are the workloads that read (or mostly read).
+var readWorkloads = []string{"load-10", "load-100", "load-1000", "mixed-80r20w", "mixed-20r80w", "stream-info", "last-position", "scale-load",
+	"filter-category", "filter-category-client", "filter-stream", "filter-all-same-size",
+	"scale-filter-category", "scale-filter-category-client", "scale-filter-stream", "scale-filter-all-same-size"}
+
 // TestWorkloadKinds: every workload is known to write or to read, so that
 // none gets a ratio to the write baseline by accident.
 func TestWorkloadKinds(t *testing.T) {
@@ -253,10 +258,10 @@ func TestFormats(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
 	}{
-		{groupDigits(0), "0"},
-		{groupDigits(999.6), "1,000"},
-		{groupDigits(1234567), "1,234,567"},
-		{groupDigits(-1234), "-1,234"},
+		{GroupDigits(0), "0"},
+		{GroupDigits(999.6), "1,000"},
+		{GroupDigits(1234567), "1,234,567"},
+		{GroupDigits(-1234), "-1,234"},
 		{fmtRatio(0), "-"},
 		{fmtRatio(0.0042), "0.0042x"},
 		{fmtRatio(0.234), "0.23x"},

@@ -42,9 +42,9 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 		default:
 			var runs []string
 			for _, r := range bl.Runs {
-				runs = append(runs, groupDigits(r.EventsPerSec))
+				runs = append(runs, GroupDigits(r.EventsPerSec))
 			}
-			bt.add(st.Name, bl.Name, groupDigits(bl.EventsPerSec), fmtDur(bl.P50), fmtDur(bl.P99), strings.Join(runs, " / "), st.ServerVersion)
+			bt.add(st.Name, bl.Name, GroupDigits(bl.EventsPerSec), fmtDur(bl.P50), fmtDur(bl.P99), strings.Join(runs, " / "), st.ServerVersion)
 		}
 	}
 	bt.write(&b)
@@ -60,18 +60,13 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 		unit := strings.ToUpper(string(wl.Unit))
 		fmt.Fprintf(&b, "\n%s: %s (%d %s)\n", wl.Name, wl.About, wl.Workers, plural(wl.Workers, "worker"))
 		t := textTable{header: []string{"STORE", unit, unit + "/S", "vs BASE", "P50", "vs BASE", "P90", "P99", "vs BASE", "MAX", "N", "ALLOCS/OP", "B/OP", "NOTE"}, left: 1}
-		for _, st := range rep.Stores {
-			for _, r := range st.Results {
-				if r.Workload != wl.Name {
-					continue
-				}
-				rt, r50, r99 := r.ratios()
-				l := r.Latency
-				few = few || (l.FewSamples && l.Samples > 0)
-				t.add(st.Name, groupDigits(float64(countOf(r.Result, wl.Unit))), groupDigits(r.Rate(wl.Unit)), rt,
-					fmtDur(l.P50), r50, fmtDur(l.P90), fmtDur(l.P99), r99, fmtDur(l.Max), l.SamplesText(),
-					fmtFloat(r.AllocsPerOp), groupDigits(r.BytesPerOp), r.note())
-			}
+		for si, r := range rep.resultsOf(wl.Name) {
+			rt, r50, r99 := r.ratios()
+			l := r.Latency
+			few = few || (l.FewSamples && l.Samples > 0)
+			t.add(rep.Stores[si].Name, GroupDigits(float64(countOf(r.Result, wl.Unit))), GroupDigits(r.Rate(wl.Unit)), rt,
+				fmtDur(l.P50), r50, fmtDur(l.P90), fmtDur(l.P99), r99, fmtDur(l.Max), l.SamplesText(),
+				fmtFloat(r.AllocsPerOp), GroupDigits(r.BytesPerOp), r.note())
 		}
 		if len(t.rows) == 0 {
 			t.add("(not run)")
@@ -109,15 +104,15 @@ func budgetText(events int, d time.Duration, rate float64, suite, scale bool) st
 	var s string
 	switch {
 	case events > 0:
-		s = groupDigits(float64(events)) + " events (or ops) per workload and baseline"
+		s = GroupDigits(float64(events)) + " events (or ops) per workload and baseline"
 	case suite && scale:
 		s = fmt.Sprintf("%s events (or ops) per suite workload and baseline, scale workloads %s on memory and %s elsewhere",
-			groupDigits(DefaultBenchEvents), groupDigits(DefaultScaleEventsMemory), groupDigits(DefaultScaleEvents))
+			GroupDigits(DefaultBenchEvents), GroupDigits(DefaultScaleEventsMemory), GroupDigits(DefaultScaleEvents))
 	case scale:
 		s = fmt.Sprintf("%s events (or ops) per workload on memory and %s elsewhere, baselines %s",
-			groupDigits(DefaultScaleEventsMemory), groupDigits(DefaultScaleEvents), groupDigits(DefaultBenchEvents))
+			GroupDigits(DefaultScaleEventsMemory), GroupDigits(DefaultScaleEvents), GroupDigits(DefaultBenchEvents))
 	default:
-		s = groupDigits(DefaultBenchEvents) + " events (or ops) per workload and baseline"
+		s = GroupDigits(DefaultBenchEvents) + " events (or ops) per workload and baseline"
 	}
 	switch {
 	case d > 0:
@@ -132,7 +127,7 @@ func budgetText(events int, d time.Duration, rate float64, suite, scale bool) st
 		s += ", no time cap"
 	}
 	if rate > 0 {
-		s += fmt.Sprintf(", workloads capped at %s ops/s", groupDigits(rate))
+		s += fmt.Sprintf(", workloads capped at %s ops/s", GroupDigits(rate))
 	}
 	return s
 }
@@ -177,8 +172,9 @@ func (t *textTable) write(b *strings.Builder) {
 	}
 }
 
-// groupDigits formats f rounded to an integer with thousands separators.
-func groupDigits(f float64) string {
+// GroupDigits formats f rounded to an integer with thousands separators:
+// 1,234,567; "-" for NaN and infinities.
+func GroupDigits(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return "-"
 	}
@@ -223,7 +219,7 @@ func fmtFloat(f float64) string {
 	if f < 10 {
 		return strconv.FormatFloat(f, 'f', 1, 64)
 	}
-	return groupDigits(f)
+	return GroupDigits(f)
 }
 
 func plural(n int, s string) string {

@@ -92,31 +92,43 @@ const (
 	RouteStore  = "store"
 )
 
-// DeliverResult is one run of DeliverBench.
+// DeliverResult is one run of DeliverBench: the shared fields of its row
+// and, embedded, the row's detail.
 type DeliverResult struct {
 	Store string `json:"store"`
 	// Route is the postgres-cdc route (direct or store); empty for the
 	// store source.
-	Route        string        `json:"cdc_route,omitempty"`
-	Sink         string        `json:"sink"`
-	Ordering     string        `json:"ordering"`
-	SinkDelay    time.Duration `json:"sink_latency_ns"`
-	Workers      int           `json:"workers"`
-	Streams      int           `json:"streams"`
-	Transactions int           `json:"transactions"`
-	// Events is what the run had to deliver, Delivered what it delivered
-	// (less when the time cap or an interrupt ended it).
-	Events      int           `json:"events"`
-	Delivered   int64         `json:"delivered"`
-	Elapsed     time.Duration `json:"elapsed_ns"`
-	CommitsPerS float64       `json:"commits_per_sec"`
-	EventsPerS  float64       `json:"events_per_sec"`
+	Route        string `json:"cdc_route,omitempty"`
+	Streams      int    `json:"streams"`
+	Transactions int    `json:"transactions"`
+	// Delivered is what the run delivered of Events (less when the time
+	// cap or an interrupt ended it).
+	Delivered  int64         `json:"delivered"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	EventsPerS float64       `json:"events_per_sec"`
 	// Latency is the latency of one delivery as the dispatcher sees it:
 	// the sink's call, retries apart, waits for the rate cap excluded.
 	Latency Latency `json:"latency"`
 	// Efficiency is EventsPerS / (C / L): 1 when every worker is busy with
 	// the sink all the time.
 	Efficiency float64 `json:"efficiency"`
+	// Stopped says why the run ended: budget (all delivered), duration or
+	// interrupted.
+	Stopped string `json:"stopped"`
+	// Poison is the number of streams that always fail (parked on purpose).
+	Poison int `json:"poison_streams"`
+	DeliverDetail
+}
+
+// DeliverDetail is what a deliver-bench row holds beyond the shared fields.
+type DeliverDetail struct {
+	Sink      string        `json:"sink"`
+	Ordering  string        `json:"ordering"`
+	SinkDelay time.Duration `json:"sink_latency_ns"`
+	Workers   int           `json:"workers"`
+	// Events is what the run had to deliver.
+	Events      int     `json:"events"`
+	CommitsPerS float64 `json:"commits_per_sec"`
 	// Requests is what the endpoint served; Retries and Parked are the
 	// dispatcher's counters.
 	Requests uint64 `json:"requests"`
@@ -129,11 +141,37 @@ type DeliverResult struct {
 	// event of their stream (expected with ordering none).
 	OrderViolations uint64 `json:"order_violations"`
 	Checkpoint      string `json:"checkpoint"`
-	// Stopped says why the run ended: budget (all delivered), duration or
-	// interrupted.
-	Stopped string `json:"stopped"`
-	// Poison is the number of streams that always fail (parked on purpose).
-	Poison int `json:"poison_streams"`
+}
+
+// newDeliverResult starts the result of a run of sinkKind at latency on c
+// workers.
+func newDeliverResult(cfg DeliverConfig, sinkKind string, latency time.Duration, c int) DeliverResult {
+	return DeliverResult{Store: cfg.Label, Poison: cfg.Poison, Streams: cfg.Streams, Transactions: cfg.Transactions,
+		DeliverDetail: DeliverDetail{Sink: sinkKind, Ordering: cfg.Ordering.String(), SinkDelay: latency, Workers: c, Events: cfg.Transactions * cfg.EventsPerTx}}
+}
+
+// stopped says why a run ended: interrupted (ctx ended), duration (its
+// time cap passed) or budget.
+func stopped(ctx context.Context, capped bool) string {
+	switch {
+	case ctx.Err() != nil:
+		return "interrupted"
+	case capped:
+		return "duration"
+	}
+	return "budget"
+}
+
+// rates fills the figures that follow from Delivered and Elapsed; cpu is
+// the process's CPU time at the start of the run.
+func (r *DeliverResult) rates(cfg DeliverConfig, cpu time.Duration) {
+	if now, ok := processCPU(); ok && r.Delivered > 0 {
+		r.CPUPerEvent = (now - cpu) / time.Duration(r.Delivered)
+	}
+	sec := r.Elapsed.Seconds()
+	r.CommitsPerS = float64(r.Delivered) / float64(cfg.EventsPerTx) / sec
+	r.EventsPerS = float64(r.Delivered) / sec
+	r.Efficiency = r.EventsPerS / (float64(r.Workers) / r.SinkDelay.Seconds())
 }
 
 func (c *DeliverConfig) withDefaults() error {
@@ -290,10 +328,7 @@ func fillDeliver(ctx context.Context, store *varve.Store, cfg DeliverConfig) (va
 // src captures into a fresh memory store as the run goes.
 func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src *cdcSource, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
 	name := fmt.Sprintf("deliver-bench-%s-%v-c%d-%v", sinkKind, latency, c, cfg.Ordering)
-	res := DeliverResult{
-		Store: cfg.Label, Sink: sinkKind, Ordering: cfg.Ordering.String(), SinkDelay: latency, Poison: cfg.Poison,
-		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
-	}
+	res := newDeliverResult(cfg, sinkKind, latency, c)
 	ep.reset(latency)
 	if cfg.route != "" {
 		res.Route = cfg.route
@@ -334,15 +369,12 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 		defer hook.Close()
 		next = hook
 	}
-	sink := &timedSink{next: next, h: NewHistogram()}
-	if cfg.Rate > 0 {
-		sink.pace = newPaced(ctx, cfg.Rate, cfg.Duration)
-		defer sink.pace.stop()
-	}
+	sink := &timedSink{next: next, h: NewHistogram(), pace: newPaced(ctx, cfg.Rate, cfg.Duration)}
+	defer sink.pace.stop()
 	dcfg := delivery.Config{
 		Concurrency: c, Ordering: cfg.Ordering, Window: cfg.Window, CheckpointInterval: cfg.CheckpointInterval,
 		Retry:  subscription.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	if direct != nil {
 		dcfg.Parked = direct.parked
@@ -380,13 +412,7 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 	res.Elapsed = time.Since(began)
 	stop()
 	err = <-done
-	res.Stopped = "budget"
-	switch {
-	case ctx.Err() != nil:
-		res.Stopped = "interrupted"
-	case capped:
-		res.Stopped = "duration"
-	case err != nil || werr != nil:
+	if res.Stopped = stopped(ctx, capped); res.Stopped == "budget" && (err != nil || werr != nil) {
 		return res, fmt.Errorf("lab: deliver-bench %v x %d workers: %w", latency, c, errors.Join(werr, err))
 	}
 	st := d.Stats()
@@ -397,17 +423,11 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 	if res.Stopped == "budget" {
 		res.Delivered = int64(res.Events)
 	}
-	if now, ok := processCPU(); ok && res.Delivered > 0 {
-		res.CPUPerEvent = (now - cpu) / time.Duration(res.Delivered)
-	}
+	res.rates(cfg, cpu)
 	if direct != nil {
 		// The slot got the checkpoint: the source acknowledged for real.
 		res.Checkpoint = direct.src.Flushed().String()
 	}
-	sec := res.Elapsed.Seconds()
-	res.CommitsPerS = float64(res.Delivered) / float64(cfg.EventsPerTx) / sec
-	res.EventsPerS = float64(res.Delivered) / sec
-	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
 	res.Requests, res.OrderViolations = ep.requests.Load(), ep.violations.Load()
 	res.Retries, res.Parked = st.Retries, st.Parked
 	if res.Checkpoint == "" {
@@ -419,21 +439,16 @@ func deliverRun(ctx context.Context, store *varve.Store, end varve.Position, src
 // rawHTTPRun posts T*E payloads to the endpoint from C goroutines, with a
 // client tuned like the webhook's: the HTTP ceiling of the machine.
 func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, _ *cdcSource, ep *endpoint, cfg DeliverConfig, sinkKind string, latency time.Duration, c int) (DeliverResult, error) {
-	res := DeliverResult{
-		Store: "-", Sink: sinkKind, Ordering: "-", SinkDelay: latency,
-		Workers: c, Streams: cfg.Streams, Transactions: cfg.Transactions, Events: cfg.Transactions * cfg.EventsPerTx,
-	}
+	res := newDeliverResult(cfg, sinkKind, latency, c)
+	res.Store, res.Ordering, res.Poison = "-", "-", 0
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.Duration > 0 {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	var pace *paced
-	if cfg.Rate > 0 {
-		pace = newPaced(runCtx, cfg.Rate, 0)
-		defer pace.stop()
-	}
+	pace := newPaced(runCtx, cfg.Rate, 0)
+	defer pace.stop()
 	ep.reset(latency)
 	body := delivery.AppendPayload(nil, delivery.Delivery{
 		Subscription: "raw-http", Key: "raw-http:1", Attempt: 1,
@@ -458,10 +473,8 @@ func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, _ *cdcSou
 	for range c {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 && runCtx.Err() == nil {
-				if pace != nil {
-					if ok, _ := pace.wait(); !ok {
-						return
-					}
+				if ok, _ := pace.wait(); !ok {
+					return
 				}
 				t0 := time.Now()
 				req, err := http.NewRequestWithContext(runCtx, http.MethodPost, ep.url, bytes.NewReader(body))
@@ -490,23 +503,11 @@ func rawHTTPRun(ctx context.Context, _ *varve.Store, _ varve.Position, _ *cdcSou
 	wg.Wait()
 	res.Elapsed = time.Since(began)
 	res.Delivered = sent
-	res.Stopped = "budget"
-	switch {
-	case ctx.Err() != nil:
-		res.Stopped = "interrupted"
-	case runCtx.Err() != nil:
-		res.Stopped = "duration"
-	}
-	if now, ok := processCPU(); ok && res.Delivered > 0 {
-		res.CPUPerEvent = (now - cpu) / time.Duration(res.Delivered)
-	}
+	res.Stopped = stopped(ctx, runCtx.Err() != nil)
+	res.rates(cfg, cpu)
 	if first != nil {
 		return res, fmt.Errorf("lab: deliver-bench raw-http %v x %d workers: %w", latency, c, first)
 	}
-	sec := res.Elapsed.Seconds()
-	res.CommitsPerS = float64(res.Delivered) / float64(cfg.EventsPerTx) / sec
-	res.EventsPerS = float64(res.Delivered) / sec
-	res.Efficiency = res.EventsPerS / (float64(c) / latency.Seconds())
 	res.Latency = LatencyOf(h)
 	res.Requests = ep.requests.Load()
 	return res, nil
@@ -523,13 +524,11 @@ type timedSink struct {
 }
 
 func (s *timedSink) Deliver(ctx context.Context, d delivery.Delivery) error {
-	if s.pace != nil {
-		if ok, err := s.pace.wait(); !ok {
-			if err == nil {
-				err = context.DeadlineExceeded // the time cap passed
-			}
-			return err
+	if ok, err := s.pace.wait(); !ok {
+		if err == nil {
+			err = context.DeadlineExceeded // the time cap passed
 		}
+		return err
 	}
 	t := time.Now()
 	err := s.next.Deliver(ctx, d)
@@ -687,13 +686,13 @@ func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 			}
 			lastL, lastSink, lastStore = r.SinkDelay, r.Sink, r.Store
 			fmt.Fprintf(&b, "%s sink, %v per request, ordering %s, %s commits x %d events over %s streams, store %s\n",
-				r.Sink, r.SinkDelay, r.Ordering, groupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), groupDigits(float64(r.Streams)), r.Store)
+				r.Sink, r.SinkDelay, r.Ordering, GroupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), GroupDigits(float64(r.Streams)), r.Store)
 			t = &textTable{header: append(append([]string{"WORKERS", "EVENTS/S", "EFFICIENCY"}, LatencyHead...),
 				"ELAPSED", "CPU/EVENT", "RETRIES", "PARKED", "ORDER ERRS", "STOPPED"), left: 0}
 		}
 		few = few || r.Latency.FewSamples && r.Latency.Samples > 0
-		row := []string{strconv.Itoa(r.Workers), groupDigits(r.EventsPerS), fmt.Sprintf("%.3f", r.Efficiency)}
-		row = append(row, latencyCells(r.Latency)...)
+		row := []string{strconv.Itoa(r.Workers), GroupDigits(r.EventsPerS), fmt.Sprintf("%.3f", r.Efficiency)}
+		row = append(row, r.Latency.Cells()...)
 		row = append(row, fmtDur(r.Elapsed), fmtDur(r.CPUPerEvent), strconv.FormatUint(r.Retries, 10), strconv.FormatUint(r.Parked, 10),
 			strconv.FormatUint(r.OrderViolations, 10), r.Stopped)
 		t.add(row...)
@@ -706,22 +705,6 @@ func PrintDeliverTable(w io.Writer, rs []DeliverResult) error {
 	return err
 }
 
-// DeliverDetail is what a deliver-bench row holds beyond the shared fields.
-type DeliverDetail struct {
-	Sink            string        `json:"sink"`
-	Ordering        string        `json:"ordering"`
-	SinkDelay       time.Duration `json:"sink_latency_ns"`
-	Workers         int           `json:"workers"`
-	Events          int           `json:"events"`
-	CommitsPerS     float64       `json:"commits_per_sec"`
-	Requests        uint64        `json:"requests"`
-	CPUPerEvent     time.Duration `json:"cpu_per_event_ns"`
-	Retries         uint64        `json:"retries"`
-	Parked          uint64        `json:"parked"`
-	OrderViolations uint64        `json:"order_violations"`
-	Checkpoint      string        `json:"checkpoint"`
-}
-
 // Rows returns a row per run. A run's errors are the events that reached
 // the sink out of their stream's order under per-stream ordering, and the
 // events parked although no stream was poisoned; its ratio is the
@@ -731,9 +714,7 @@ func DeliverRows(rs []DeliverResult) []Row {
 	for _, r := range rs {
 		row := Row{Store: r.Store, Name: fmt.Sprintf("%s %v x %d workers", r.Sink, r.SinkDelay, r.Workers), Unit: "events",
 			Count: r.Delivered, Rate: r.EventsPerS, Elapsed: r.Elapsed, Latency: r.Latency, Ratio: ratioPtr(r.Efficiency), Stopped: r.Stopped,
-			Detail: DeliverDetail{Sink: r.Sink, Ordering: r.Ordering, SinkDelay: r.SinkDelay, Workers: r.Workers, Events: r.Events,
-				CommitsPerS: r.CommitsPerS, Requests: r.Requests, CPUPerEvent: r.CPUPerEvent, Retries: r.Retries, Parked: r.Parked,
-				OrderViolations: r.OrderViolations, Checkpoint: r.Checkpoint}}
+			Detail: r.DeliverDetail}
 		if r.Ordering == delivery.PerStream.String() {
 			row.Errors += int64(r.OrderViolations)
 		}

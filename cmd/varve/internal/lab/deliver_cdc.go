@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -88,8 +87,7 @@ func (s *cdcSource) fill(ctx context.Context, cfg DeliverConfig) error {
 // capture streams the slot into store until events changes arrived and
 // returns the position of the last one.
 func (s *cdcSource) capture(ctx context.Context, store *varve.Store, events int) (varve.Position, error) {
-	stream, err := pgcdc.Start(ctx, pgcdc.Config{ConnString: s.url, Slot: s.name, Publication: s.name,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stream, err := s.start(ctx, s.name)
 	if err != nil {
 		return varve.Position{}, err
 	}
@@ -106,6 +104,11 @@ func (s *cdcSource) capture(ctx context.Context, store *varve.Store, events int)
 		n += len(tx.Changes)
 	}
 	return store.LastPosition(ctx)
+}
+
+// start streams slot's changes of the bench's publication.
+func (s *cdcSource) start(ctx context.Context, slot string) (*pgcdc.Stream, error) {
+	return pgcdc.Start(ctx, pgcdc.Config{ConnString: s.url, Slot: slot, Publication: s.name, Logger: slog.New(slog.DiscardHandler)})
 }
 
 // drop removes the slot, the publication and the table.
@@ -151,8 +154,7 @@ func (s *cdcSource) direct(ctx context.Context, name string, events int) (*direc
 		return nil, err
 	}
 	r.parked = delivery.NewParked(r.store, name)
-	if r.stream, err = pgcdc.Start(ctx, pgcdc.Config{ConnString: s.url, Slot: slot, Publication: s.name,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	if r.stream, err = s.start(ctx, slot); err != nil {
 		r.close()
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func WriteDeliverHTML(w io.Writer, rs []DeliverResult) error {
 		r := rs[0]
 		title += ": " + r.Store
 		lines = append(lines, fmt.Sprintf("%s commits x %d events over %s streams, ordering %s, store %s.",
-			groupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), groupDigits(float64(r.Streams)), r.Ordering, r.Store))
+			GroupDigits(float64(r.Transactions)), r.Events/max(r.Transactions, 1), GroupDigits(float64(r.Streams)), r.Ordering, r.Store))
 	}
 	m := Machine()
 	lines = append(lines, fmt.Sprintf("Machine: %s, %d cores, %s.", m.CPU, m.Cores, m.GoVersion))

@@ -141,9 +141,6 @@ func (e *Envelope) WriteJSON(w io.Writer) error {
 var CSVHeader = []string{"command", "store", "name", "unit", "count", "rate_per_sec", "elapsed_ns", "ratio", "errors",
 	"samples", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "few_samples", "stopped", "error"}
 
-// WriteCSV writes the envelope's rows as CSV with CSVHeader.
-func (e *Envelope) WriteCSV(w io.Writer) error { return e.WriteRowsCSV(w, e.Rows()) }
-
 // WriteRowsCSV writes rows as CSV with CSVHeader, their text escaped for a
 // terminal (termtext.Escape).
 func (e *Envelope) WriteRowsCSV(w io.Writer, rows []Row) error {

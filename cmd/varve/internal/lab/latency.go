@@ -52,15 +52,19 @@ func LatencyOf(h *hdrhistogram.Histogram) Latency {
 }
 
 // Cells returns the latency as table cells: p50, p90, p99, max and the
-// sample count, the count marked when it is too small for a p99.
+// sample count, the count marked when it is too small for a p99; without
+// samples, a dash and the count.
 func (l Latency) Cells() []string {
+	if l.Samples == 0 {
+		return []string{"-", "", "", "", "0"}
+	}
 	return []string{fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.Max), l.SamplesText()}
 }
 
 // SamplesText is the sample count with a mark when it is too few for a
 // p99.
 func (l Latency) SamplesText() string {
-	s := groupDigits(float64(l.Samples))
+	s := GroupDigits(float64(l.Samples))
 	if l.FewSamples && l.Samples > 0 {
 		s += "*"
 	}
@@ -78,7 +82,7 @@ func (l Latency) String() string {
 	if l.Samples == 0 {
 		return "no samples"
 	}
-	s := fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s (%s samples)", fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.Max), groupDigits(float64(l.Samples)))
+	s := fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s (%s samples)", fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.Max), GroupDigits(float64(l.Samples)))
 	if l.FewSamples {
 		s += "; too few samples for a p99: it is the maximum"
 	}

@@ -83,13 +83,11 @@ func (c LoadtestConfig) validate() error {
 	return nil
 }
 
-// LoadtestResult holds the figures of one run.
+// LoadtestResult holds the figures of one run: the shared fields of its
+// row and, embedded, the row's detail.
 type LoadtestResult struct {
-	Config  LoadtestConfig `json:"config"`
-	Store   string         `json:"store"`
-	Backend string         `json:"backend"`
-	// Workers actually run: at most Users.
-	Workers int `json:"workers"`
+	Config LoadtestConfig `json:"config"`
+	Store  string         `json:"store"`
 	// Ops is the number of cycles that completed.
 	Ops       int           `json:"ops"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
@@ -101,6 +99,14 @@ type LoadtestResult struct {
 	// error; Error is the error that ended it.
 	Stopped string `json:"stopped"`
 	Error   string `json:"error,omitempty"`
+	LoadtestDetail
+}
+
+// LoadtestDetail is what a loadtest row holds beyond the shared fields.
+type LoadtestDetail struct {
+	Backend string `json:"backend"`
+	// Workers actually run: at most Users.
+	Workers int `json:"workers"`
 	// CPUPerOp is the CPU time (user and system, all goroutines, the GC
 	// included) the process used per cycle: steadier than ops/s on a shared
 	// machine. 0 where the platform does not report it.
@@ -244,15 +250,10 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 		t := time.AfterFunc(cfg.Duration, func() { halt.Store(true) })
 		defer t.Stop()
 	}
-	var pace *paced
-	if cfg.Rate > 0 {
-		pace = newPaced(runCtx, cfg.Rate, cfg.Duration)
-		defer pace.stop()
-	}
+	pace := newPaced(runCtx, cfg.Rate, cfg.Duration)
+	defer pace.stop()
 	rep := &reporter{w: progress, batch: cfg.Batch, total: cfg.Ops, last: time.Now(), start: time.Now()}
-	hists := make([]*hdrhistogram.Histogram, res.Workers)
-	verified := make([]int, res.Workers)
-	mismatches := make([]int, res.Workers)
+	workers := make([]*loadtestWorker, res.Workers)
 	var budget atomic.Int64
 	budget.Store(int64(cfg.Ops))
 	take := func() bool {
@@ -264,26 +265,24 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	cpu0, _ := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := range res.Workers {
-		hists[w] = NewHistogram()
+	for w := range workers {
+		lw := &loadtestWorker{repo: repo, cfg: cfg, hist: NewHistogram(), rep: rep, pace: pace,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(w))), users: ownedUsers(w, res.Workers, cfg.Users)}
+		workers[w] = lw
 		wg.Go(func() {
-			lw := &loadtestWorker{
-				repo: repo, cfg: cfg, hist: hists[w], rep: rep, pace: pace,
-				rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(w))),
-				users: ownedUsers(w, res.Workers, cfg.Users),
-			}
 			if err := lw.run(runCtx, take); err != nil {
 				cancel(err)
 			}
-			verified[w], mismatches[w] = lw.verified, lw.mismatches
 		})
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
 
-	h := hists[0]
-	for _, o := range hists[1:] {
-		h.Merge(o)
+	h := NewHistogram()
+	for _, lw := range workers {
+		h.Merge(lw.hist)
+		res.Verified += lw.verified
+		res.Mismatches += lw.mismatches
 	}
 	res.Latency = LatencyOf(h)
 	res.Ops = int(h.TotalCount())
@@ -293,10 +292,6 @@ func Loadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (Load
 	}
 	if cpu1, ok := processCPU(); ok && res.Ops > 0 {
 		res.CPUPerOp = (cpu1 - cpu0) / time.Duration(res.Ops)
-	}
-	for w := range res.Workers {
-		res.Verified += verified[w]
-		res.Mismatches += mismatches[w]
 	}
 	res.StoreCalls = cb.calls.Load() - calls0
 	if res.Ops > 0 {
@@ -393,10 +388,8 @@ type loadtestWorker struct {
 // ctx is not an error.
 func (lw *loadtestWorker) run(ctx context.Context, take func() bool) error {
 	for i := 0; take(); i++ {
-		if lw.pace != nil {
-			if ok, _ := lw.pace.wait(); !ok {
-				return nil
-			}
+		if ok, _ := lw.pace.wait(); !ok {
+			return nil
 		}
 		id := lw.users[lw.rng.IntN(len(lw.users))]
 		email := "user-" + id + "-" + strconv.Itoa(i) + "@example.com"
@@ -479,18 +472,18 @@ func printLoadtestConfig(w io.Writer, r LoadtestResult) {
 	if c.Cache {
 		cache = fmt.Sprintf("true (%d aggregates)", c.CacheSize)
 	}
-	ops := groupDigits(float64(c.Ops))
+	ops := GroupDigits(float64(c.Ops))
 	if c.Ops == 0 {
 		ops = "no budget"
 	}
 	limits := "none"
 	switch {
 	case c.Duration > 0 && c.Rate > 0:
-		limits = fmt.Sprintf("%v, %s cycles/s", c.Duration, groupDigits(c.Rate))
+		limits = fmt.Sprintf("%v, %s cycles/s", c.Duration, GroupDigits(c.Rate))
 	case c.Duration > 0:
 		limits = c.Duration.String()
 	case c.Rate > 0:
-		limits = groupDigits(c.Rate) + " cycles/s"
+		limits = GroupDigits(c.Rate) + " cycles/s"
 	}
 	fmt.Fprintf(w, "=== Load Test Configuration ===\n"+
 		"  Store:           %s (%s)\n"+
@@ -552,35 +545,12 @@ func PrintLoadtestResult(w io.Writer, r LoadtestResult) error {
 	return err
 }
 
-// LoadtestDetail is what a loadtest row holds beyond the shared fields.
-type LoadtestDetail struct {
-	Backend           string          `json:"backend"`
-	Workers           int             `json:"workers"`
-	CPUPerOp          time.Duration   `json:"cpu_per_op_ns"`
-	Verified          int             `json:"verified"`
-	Mismatches        int             `json:"mismatches"`
-	StoreCalls        uint64          `json:"store_calls"`
-	StoreCallsPerOp   float64         `json:"store_calls_per_op"`
-	Requests          *uint64         `json:"requests,omitempty"`
-	RequestsPerOp     *float64        `json:"requests_per_op,omitempty"`
-	Repository        aggregate.Stats `json:"repository"`
-	HeapMiB           float64         `json:"heap_mib"`
-	SysMiB            float64         `json:"sys_mib"`
-	BaselineOpsPerSec float64         `json:"baseline_ops_per_sec,omitempty"`
-	CycleCost         float64         `json:"cycle_cost,omitempty"`
-	Timeline          []BatchPoint    `json:"timeline"`
-}
-
 // Row returns the run as a row: its errors are a failed cycle and the
 // reloads that differed from what was saved; its ratio is the cycle rate
 // over the bare appends' when the baseline ran.
 func (r LoadtestResult) Row() Row {
 	row := Row{Store: r.Store, Name: "load/modify/save", Unit: "cycles", Count: int64(r.Ops), Rate: r.OpsPerSec,
-		Elapsed: r.Elapsed, Latency: r.Latency, Errors: int64(r.Mismatches), Stopped: r.Stopped, Error: r.Error,
-		Detail: LoadtestDetail{Backend: r.Backend, Workers: r.Workers, CPUPerOp: r.CPUPerOp, Verified: r.Verified, Mismatches: r.Mismatches,
-			StoreCalls: r.StoreCalls, StoreCallsPerOp: r.StoreCallsPerOp, Requests: r.Requests, RequestsPerOp: r.RequestsPerOp,
-			Repository: r.Repository, HeapMiB: r.HeapMiB, SysMiB: r.SysMiB, BaselineOpsPerSec: r.BaselineOpsPerSec,
-			CycleCost: r.CycleCost, Timeline: r.Timeline}}
+		Elapsed: r.Elapsed, Latency: r.Latency, Errors: int64(r.Mismatches), Stopped: r.Stopped, Error: r.Error, Detail: r.LoadtestDetail}
 	if r.Error != "" {
 		row.Errors++
 	}

@@ -38,19 +38,6 @@ func ParseMixes(s string) ([]Mix, error) {
 	return out, nil
 }
 
-// ParseInts parses "1,2,4" into positive integers.
-func ParseInts(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q: want a positive integer: %w", part, varve.ErrInvalidArgument)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
 // MatrixConfig configures a concurrency matrix run.
 type MatrixConfig struct {
 	// Store is the URL of the store to open, Label its name in reports.
@@ -256,11 +243,8 @@ func (c *cellRun) run(ctx context.Context, s *varve.Store, names []string, t ran
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	start := make(chan struct{})
-	var pace *paced
-	if perSec > 0 {
-		pace = newPaced(ctx, perSec, d)
-		defer pace.stop()
-	}
+	pace := newPaced(ctx, perSec, d)
+	defer pace.stop()
 	data := []byte(`{"v":1}`)
 	for p := range c.workers {
 		wg.Go(func() {
@@ -272,10 +256,8 @@ func (c *cellRun) run(ctx context.Context, s *varve.Store, names []string, t ran
 			i := (p * 7919) % len(t.ops)
 			<-start
 			for !stop.Load() {
-				if pace != nil {
-					if ok, _ := pace.wait(); !ok {
-						break
-					}
+				if ok, _ := pace.wait(); !ok {
+					break
 				}
 				i++
 				if i == len(t.ops) {
@@ -344,18 +326,18 @@ func (c *cellRun) cell() MatrixCell {
 // latencies, then per mix how the largest worker count holds up against
 // the mix's best rate.
 func PrintMatrix(w io.Writer, rep MatrixReport) error {
-	fmt.Fprintf(w, "matrix on %s: %s streams, %v per cell\n", rep.Store, groupDigits(float64(rep.Streams)), rep.Duration)
+	fmt.Fprintf(w, "matrix on %s: %s streams, %v per cell\n", rep.Store, GroupDigits(float64(rep.Streams)), rep.Duration)
 	if rep.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the cells below are what was measured before the stop.")
 	}
 	t := textTable{header: []string{"MIX", "WORKERS", "READS/S", "READ P50", "P90", "P99", "MAX", "N", "WRITES/S", "WRITE P50", "P90", "P99", "MAX", "N", "SHARE", "ERRORS"}, left: 1}
 	few := false
 	for _, c := range rep.Cells {
-		row := []string{c.Mix, strconv.Itoa(c.Workers), groupDigits(c.ReadRate)}
-		row = append(row, latencyCells(c.ReadLatency)...)
-		row = append(row, groupDigits(c.WriteRate))
-		row = append(row, latencyCells(c.WriteLatency)...)
-		row = append(row, fmt.Sprintf("%.2f", c.Share), groupDigits(float64(c.Errors)))
+		row := []string{c.Mix, strconv.Itoa(c.Workers), GroupDigits(c.ReadRate)}
+		row = append(row, c.ReadLatency.Cells()...)
+		row = append(row, GroupDigits(c.WriteRate))
+		row = append(row, c.WriteLatency.Cells()...)
+		row = append(row, fmt.Sprintf("%.2f", c.Share), GroupDigits(float64(c.Errors)))
 		t.add(row...)
 		few = few || c.ReadLatency.FewSamples && c.ReadLatency.Samples > 0 || c.WriteLatency.FewSamples && c.WriteLatency.Samples > 0
 	}
@@ -368,7 +350,7 @@ func PrintMatrix(w io.Writer, rep MatrixReport) error {
 		return err
 	}
 	for _, h := range Holdup(rep.Cells) {
-		fmt.Fprintf(w, "%s: %d workers run at %.2fx the best rate (%s ops/s at %d)\n", h.Mix, h.Workers, h.Ratio, groupDigits(h.Best), h.BestWorkers)
+		fmt.Fprintf(w, "%s: %d workers run at %.2fx the best rate (%s ops/s at %d)\n", h.Mix, h.Workers, h.Ratio, GroupDigits(h.Best), h.BestWorkers)
 	}
 	for _, c := range rep.Cells {
 		if c.FirstError != "" {
@@ -376,14 +358,6 @@ func PrintMatrix(w io.Writer, rep MatrixReport) error {
 		}
 	}
 	return nil
-}
-
-// latencyCells are a latency's table cells, empty without samples.
-func latencyCells(l Latency) []string {
-	if l.Samples == 0 {
-		return []string{"-", "", "", "", "0"}
-	}
-	return l.Cells()
 }
 
 // Hold is how a mix's total rate at its largest worker count compares to

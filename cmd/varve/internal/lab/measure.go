@@ -128,11 +128,8 @@ func Measure(ctx context.Context, workers int, newOp func(worker int) workload.O
 	recs := make([]*recorder, workers)
 	waited := make([]time.Duration, workers) // each written and read by its worker only
 	skipped := make([]bool, workers)
-	var pace *paced
-	if lim.Rate > 0 {
-		pace = newPaced(ctx, lim.Rate, lim.Duration)
-		defer pace.stop()
-	}
+	pace := newPaced(ctx, lim.Rate, lim.Duration)
+	defer pace.stop()
 	for w := range workers {
 		ops[w] = newOp(w)
 		if pace != nil {
@@ -293,28 +290,42 @@ func Run(ctx context.Context, s *varve.Store, w workload.Workload, p workload.Pa
 }
 
 // paced hands out turns at a rate over all workers. A wait ends without a
-// turn when the time cap passes or ctx ends.
+// turn when the time cap passes or ctx ends. A nil *paced (no rate cap)
+// grants every turn at once.
 type paced struct {
 	lim    *rate.Limiter
 	ctx    context.Context // ends at the time cap or with the parent
-	stop   context.CancelFunc
+	cancel context.CancelFunc
 	parent context.Context
 }
 
+// newPaced returns nil when perSec is 0: no cap.
 func newPaced(parent context.Context, perSec float64, cap time.Duration) *paced {
+	if perSec <= 0 {
+		return nil
+	}
 	p := &paced{lim: rate.NewLimiter(rate.Limit(perSec), 1), parent: parent}
 	if cap > 0 {
-		p.ctx, p.stop = context.WithTimeout(parent, cap)
+		p.ctx, p.cancel = context.WithTimeout(parent, cap)
 	} else {
-		p.ctx, p.stop = context.WithCancel(parent)
+		p.ctx, p.cancel = context.WithCancel(parent)
 	}
 	return p
+}
+
+func (p *paced) stop() {
+	if p != nil {
+		p.cancel()
+	}
 }
 
 // wait returns true when the op may run. Without a turn it returns the
 // parent's error when the parent ended, so that the driver sees an
 // interrupt, and nil at the time cap.
 func (p *paced) wait() (bool, error) {
+	if p == nil {
+		return true, nil
+	}
 	if err := p.lim.Wait(p.ctx); err != nil {
 		return false, p.parent.Err()
 	}

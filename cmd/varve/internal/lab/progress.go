@@ -75,9 +75,9 @@ func (p *progress) draw() {
 	el := p.live.Elapsed()
 	line := p.label + ": preparing"
 	if el > 0 {
-		line = fmt.Sprintf("%s: %s/%s %s, %v", p.label, groupDigits(float64(n)), groupDigits(float64(p.units)), p.unit, el.Round(100*time.Millisecond))
+		line = fmt.Sprintf("%s: %s/%s %s, %v", p.label, GroupDigits(float64(n)), GroupDigits(float64(p.units)), p.unit, el.Round(100*time.Millisecond))
 		if s := el.Seconds(); s >= 0.5 {
-			line += fmt.Sprintf(", %s %s/s", groupDigits(float64(n)/s), p.unit)
+			line += fmt.Sprintf(", %s %s/s", GroupDigits(float64(n)/s), p.unit)
 		}
 	}
 	if p.tty {

@@ -36,7 +36,7 @@ func WriteMatrixHTML(w io.Writer, rep MatrixReport) error {
 	return page{
 		Title: "varve matrix: " + rep.Store,
 		Lines: []string{
-			fmt.Sprintf("%s streams; %v per cell; point reads read a random stream's last event, point writes append to a random stream.", groupDigits(float64(rep.Streams)), rep.Duration),
+			fmt.Sprintf("%s streams; %v per cell; point reads read a random stream's last event, point writes append to a random stream.", GroupDigits(float64(rep.Streams)), rep.Duration),
 			fmt.Sprintf("Machine: %s, %d cores, %s.", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.GoVersion),
 		},
 		Charts: append([]template.HTML{total.SVG()}, perMix...),
@@ -62,7 +62,6 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 	}
 	for i, s := range rep.Samples {
 		t := s.At.Seconds()
-		mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
 		heap.X, heap.Y = append(heap.X, t), append(heap.Y, mib(s.HeapAlloc))
 		live.X, live.Y = append(live.X, t), append(live.Y, mib(s.HeapLive))
 		if noRSS {
@@ -77,7 +76,6 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 			}
 		}
 	}
-	secs := func(v float64) string { return trimZero(v) + "s" }
 	mibs := func(v float64) string { return trimZero(v) + " MiB" }
 	verdict := "memory stayed flat"
 	switch rep.Verdict.Status {
@@ -111,9 +109,9 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 		Title: "varve soak: " + rep.Store,
 		Lines: lines,
 		Charts: []template.HTML{
-			LineChart{Title: "Memory over time", XLabel: "time", FormatX: secs, FormatY: mibs, Series: []Series{heap, live, rss}}.SVG(),
-			LineChart{Title: "Throughput over time", XLabel: "time", FormatX: secs, Series: []Series{ops}}.SVG(),
-			LineChart{Title: "Goroutines over time", XLabel: "time", FormatX: secs, FormatY: trimZero, Series: []Series{gor}}.SVG(),
+			LineChart{Title: "Memory over time", XLabel: "time", FormatX: seconds, FormatY: mibs, Series: []Series{heap, live, rss}}.SVG(),
+			LineChart{Title: "Throughput over time", XLabel: "time", FormatX: seconds, Series: []Series{ops}}.SVG(),
+			LineChart{Title: "Goroutines over time", XLabel: "time", FormatX: seconds, FormatY: trimZero, Series: []Series{gor}}.SVG(),
 		},
 		Pre: text.String(),
 	}.write(w)
@@ -125,7 +123,7 @@ func WriteSoakHTML(w io.Writer, rep SoakReport) error {
 func WriteLoadtestHTML(w io.Writer, rs []LoadtestResult) error {
 	var text bytes.Buffer
 	var stores []string
-	rate := LineChart{Title: "Cycles/s per batch over the run", XLabel: "time", FormatX: func(v float64) string { return trimZero(v) + "s" }}
+	rate := LineChart{Title: "Cycles/s per batch over the run", XLabel: "time", FormatX: seconds}
 	lat := LineChart{Title: "Cycle latency percentiles", XLabel: "percentile", XTicks: []float64{1, 2, 3, 4, 5},
 		FormatX: func(v float64) string {
 			if i := int(v) - 1; i >= 0 && i < len(percentileNames) && float64(i+1) == v {

@@ -50,11 +50,6 @@ func Judge(samples []MemSample, thresholdPct, minSlope float64, minSpan time.Dur
 	return soakcore.Judge(samples, thresholdPct, minSlope, minSpan)
 }
 
-// Monitor is [soakcore.Monitor].
-func Monitor(ctx context.Context, interval time.Duration, ops func() int64, each func(MemSample)) []MemSample {
-	return soakcore.Monitor(ctx, interval, ops, each)
-}
-
 // MiB formats bytes in MiB.
 func MiB(b uint64) string { return soakcore.MiB(b) }
 

@@ -292,10 +292,6 @@ func (t *Target) removeTemp() {
 	}
 }
 
-// Temporary reports whether the store lives in a temporary directory that
-// Release removes.
-func (t *Target) Temporary() bool { return t.tmpDir != "" }
-
 func envOr(key, def string) string {
 	if v := strings.TrimSpace(os.Getenv(key)); v != "" {
 		return v
