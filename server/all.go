@@ -7,17 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/varve-go/varve"
 )
 
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "after", "limit")
+	q, err := params(r, "after", "limit", "system")
 	if err != nil {
 		return err
 	}
 	limit, err := intParam(q, "limit", DefaultPageLimit, 1, MaxPageLimit)
+	if err != nil {
+		return err
+	}
+	system, err := boolParam(q, "system")
 	if err != nil {
 		return err
 	}
@@ -35,7 +40,26 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.keep(pageBytes(page.Events))
-	return writePage(w, r, page.Events, h, map[string]any{"through": page.Through, "more": page.Full})
+	if !system {
+		page.Events = dropSystem(page.Events, h)
+	}
+	return writePage(w, r, page.Events, h, map[string]any{"through": page.Through, "next": page.Through, "more": page.Full, "end": !page.Full})
+}
+
+// dropSystem removes the events of system streams from a page, in place,
+// and gives their bytes back to h: the API, like the CLI, shows them only
+// when asked (system=true).
+func dropSystem(evs []varve.RecordedEvent, h *hold) []varve.RecordedEvent {
+	out := evs[:0]
+	for i := range evs {
+		if strings.HasPrefix(evs[i].Stream, varve.SystemPrefix) {
+			h.free(int64(evs[i].Size()))
+			continue
+		}
+		out = append(out, evs[i])
+	}
+	clear(evs[len(out):])
+	return out
 }
 
 // tailPage is how many events a live tail reads at a time (fewer when
@@ -69,7 +93,11 @@ func (s *Server) sendPage(out *bufio.Writer, enc *json.Encoder, evs []varve.Reco
 // store's guarantee for any reader. A client that stops reading is
 // dropped when a write has waited Config.RequestTimeout.
 func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "after")
+	q, err := params(r, "after", "system")
+	if err != nil {
+		return err
+	}
+	system, err := boolParam(q, "system")
 	if err != nil {
 		return err
 	}
@@ -144,6 +172,9 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		held.keep(pageBytes(page.Events))
+		if !system {
+			page.Events = dropSystem(page.Events, held)
+		}
 		sent, err := s.sendPage(out, enc, page.Events, held)
 		if err == nil && sent > 0 {
 			err = flush()

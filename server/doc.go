@@ -7,13 +7,14 @@
 //
 //	GET  /api/v1/health                              liveness: 200 while the process serves (no token)
 //	GET  /api/v1/ready                               readiness: 200 when the store answers, else 503 (no token)
+//	GET  /api/v1/openapi.json                        this API in OpenAPI 3.1 (TestOpenAPI holds it to the routes)
 //	GET  /api/v1/info                                backend, capabilities, writes, $all's last position
 //	GET  /api/v1/streams?prefix=&after=&limit=&system=   streams by prefix, in byte order, paged
 //	GET  /api/v1/streams/{id}                        one stream's info
 //	GET  /api/v1/streams/{id}/events?from=&direction=&limit=   a page of the stream, forward or backward
 //	POST /api/v1/streams/{id}/events                 append (writes enabled)
-//	GET  /api/v1/all?after=&limit=                   a page of $all
-//	GET  /api/v1/all/tail?after=                     $all live, as Server-Sent Events
+//	GET  /api/v1/all?after=&limit=&system=           a page of $all (next, more, end)
+//	GET  /api/v1/all/tail?after=&system=             $all live, as Server-Sent Events
 //	GET  /api/v1/subscriptions?prefix=               consumers: checkpoints, lag, parked counts
 //	GET  /api/v1/subscriptions/{name}                one consumer and its parked events
 //	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink or a projection)
@@ -28,7 +29,12 @@
 // not UTF-8 (send such bytes as base64). An append names its expected version ("any",
 // "no-stream", "stream-exists" or a number) and may give each event an id:
 // sending the same ids again after an ambiguous failure is an idempotent
-// retry.
+// retry: it answers 201 with the first append's result and stores nothing
+// new, whatever data the re-sent events carry (the store keeps the first
+// payload; a client that must know compares it with a read). $all pages
+// and the live tail leave the events of system streams out unless asked
+// (system=true), as the CLI does; a page of $all gives the after of the
+// next page (next) and says whether it reached the end (end).
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // status that fits: 400 for bad input (the message names the parameter or

@@ -151,7 +151,8 @@ type Server struct {
 	life      context.Context // ends at Close: live tails stop
 	stop      context.CancelFunc
 	followers atomic.Int64
-	budget    *budget // of Config.MaxReadBytes
+	budget    *budget  // of Config.MaxReadBytes
+	apiRoutes []string // the patterns of the API's routes, as registered
 }
 
 // New returns a Server over cfg.Store. The Server does not own the store:
@@ -191,9 +192,11 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func (s *Server) routes() {
 	api := func(pattern string, a access, live bool, h handlerFunc) {
 		s.mux.Handle(pattern, s.wrap(a, live, h))
+		s.apiRoutes = append(s.apiRoutes, pattern)
 	}
 	api("GET /api/v1/health", public, false, s.health)
 	api("GET /api/v1/ready", public, false, s.ready)
+	api("GET /api/v1/openapi.json", read, false, s.openAPI)
 	api("GET /api/v1/info", read, false, s.info)
 	api("GET /api/v1/streams", read, false, s.listStreams)
 	api("GET /api/v1/streams/{id}", read, false, s.streamInfo)
