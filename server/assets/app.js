@@ -26,7 +26,7 @@ function el(tag, attrs, ...children) {
 }
 
 const main = () => document.getElementById("main");
-function show(...nodes) { main().replaceChildren(...nodes); }
+function show(...nodes) { main().replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false)); }
 function fail(err) { return el("div", {class: "error", role: "alert"}, err.message || String(err)); }
 
 class APIError extends Error {
@@ -231,6 +231,7 @@ function stateBadge(s) {
 // ---- sign in -------------------------------------------------------------
 
 function loginView(message) {
+  document.title = "Sign in · varve console";
   document.getElementById("nav").hidden = true;
   document.getElementById("logout").hidden = true;
   const input = el("input", {type: "password", id: "token", autocomplete: "off", placeholder: "bearer token", "aria-label": "token"});
@@ -275,6 +276,8 @@ function route() {
       (a.dataset.view === "subscriptions" && view === "subscription"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
+  const titles = {streams: "Streams", stream: "Stream", all: "$all live", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports", report: "Report"};
+  document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
   const views = {streams: streamsView, stream: streamView, all: allView, subscriptions: subsView, subscription: subView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
