@@ -64,6 +64,14 @@ func ParseCheckpointName(cp string) (name string, version int, ok bool) {
 	return parseCheckpointName(cp)
 }
 
+// Bookkeeping reports whether the checkpoint cp is one of a projection's
+// records beside its checkpoints (a version's origin, the last rebuild it
+// carried out): no consumer's position, which tools do not list as one.
+func Bookkeeping(cp string) bool {
+	_, _, ok := parseCheckpointName(cp)
+	return ok && (strings.HasSuffix(cp, "-origin") || strings.HasSuffix(cp, "-rebuilt"))
+}
+
 // Replay is what a projection's control stream says of the replays of the
 // events parked under one name.
 type Replay struct {

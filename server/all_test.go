@@ -10,6 +10,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/teststore"
+	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/server"
 )
 
@@ -123,4 +124,41 @@ func TestAppendRetryKeepsFirst(t *testing.T) {
 	if len(evs) != 1 || evs[0].(map[string]any)["data"].(map[string]any)["total"] != 1.0 {
 		t.Fatalf("the stream holds %s, want the first payload alone", r.raw)
 	}
+}
+
+// TestProjectionsAPI: the projections endpoints answer what package
+// projection records, refuse unknown projections and versions, and
+// record the requests they are given.
+func TestProjectionsAPI(t *testing.T) {
+	store := teststore.Kinds[0].Open(t, varve.Config{})
+	ctx := t.Context()
+	for _, cp := range []string{projection.CheckpointName("totals", 1), projection.CheckpointName("totals", 1) + "-origin"} {
+		if err := store.Checkpoints().Save(ctx, cp, varve.Start); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := serve(t, store, server.Config{Writes: true})
+	list := a.want(a.do("GET", "/api/v1/projections", nil), 200, "the projections")
+	if ps := list.body["projections"].([]any); len(ps) != 1 || ps[0].(map[string]any)["name"] != "totals" {
+		t.Fatalf("projections: %s", list.raw)
+	}
+	a.want(a.do("GET", "/api/v1/projections/nope", nil), 404, "an unknown projection")
+	a.want(a.do("POST", "/api/v1/projections/totals/rebuild", map[string]any{"version": 7}), 400, "a rebuild of an unknown version")
+	r := a.want(a.do("POST", "/api/v1/projections/totals/rebuild", map[string]any{"version": 1}), 200, "a rebuild")
+	if r.body["requested"] != "rebuild" || r.body["version"] != 1.0 {
+		t.Fatalf("rebuild: %s", r.raw)
+	}
+	if c, err := projection.ReadControl(ctx, store, "totals"); err != nil || c.Rebuilds[1] == 0 {
+		t.Fatalf("control after the rebuild: %+v %v", c, err)
+	}
+	one := a.want(a.do("GET", "/api/v1/projections/totals", nil), 200, "one projection")
+	if v := one.body["versions"].([]any)[0].(map[string]any); v["rebuild_pending"] != true {
+		t.Fatalf("the version after the request: %s", one.raw)
+	}
+	subs := a.want(a.do("GET", "/api/v1/subscriptions", nil), 200, "the consumers")
+	if strings.Contains(string(subs.raw), "-origin") || !strings.Contains(string(subs.raw), "projection-totals-v1") {
+		t.Fatalf("the consumers list the projection's bookkeeping or lack its checkpoint: %s", subs.raw)
+	}
+	ro := serve(t, store, server.Config{})
+	ro.want(ro.do("POST", "/api/v1/projections/totals/pause", map[string]any{}), 403, "a pause with writes disabled")
 }

@@ -20,6 +20,8 @@
 //	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink or a projection)
 //	POST /api/v1/subscriptions/{name}/parked/skip    drop parked events (writes enabled)
 //	POST /api/v1/subscriptions/{name}/reset          move a checkpoint (writes enabled)
+//	GET  /api/v1/projections, /api/v1/projections/{name}   projections: versions, current, state, lag, parked
+//	POST /api/v1/projections/{name}/pause|resume|rebuild|promote   control a projection (writes enabled)
 //	GET  /api/v1/reports, /api/v1/reports/{name}     the lab's HTML reports of Config.Reports
 //
 // Stream ids and names in a path are path-escaped ("a%2Fb" for "a/b").

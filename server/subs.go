@@ -30,10 +30,12 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	truncated := len(list) == delivery.MaxConsumers
+	list = slices.DeleteFunc(list, func(c delivery.Consumer) bool { return projection.Bookkeeping(c.Name) })
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"subscriptions": list,
 		"last_position": last,
-		"truncated":     len(list) == delivery.MaxConsumers,
+		"truncated":     truncated,
 		"lag_limit":     s.cfg.LagLimit,
 	})
 }

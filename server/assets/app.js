@@ -273,12 +273,12 @@ function route() {
   const view = parts[0] || "streams";
   for (const a of document.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.view === view || (a.dataset.view === "streams" && view === "stream") ||
-      (a.dataset.view === "subscriptions" && view === "subscription"));
+      (a.dataset.view === "subscriptions" && view === "subscription") || (a.dataset.view === "projections" && view === "projection"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
-  const titles = {streams: "Streams", stream: "Stream", all: "$all live", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports", report: "Report"};
+  const titles = {streams: "Streams", stream: "Stream", all: "$all live", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports"};
   document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
-  const views = {streams: streamsView, stream: streamView, all: allView, subscriptions: subsView, subscription: subView, reports: reportsView};
+  const views = {streams: streamsView, stream: streamView, all: allView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
   fn(arg, q).catch((err) => {
@@ -466,6 +466,89 @@ async function follow(after, signal, on) {
     }
     await new Promise((r) => setTimeout(r, Math.min(5000, 500 * (attempt + 1))));
   }
+}
+
+// ---- projections -----------------------------------------------------------------
+
+const projState = {"live": "ok", "catching-up": "warn", "rebuilding": "warn", "paused": "warn", "failed": "bad"};
+function projBadge(state) { return el("span", {class: "badge " + (projState[state] || "")}, state); }
+function lagText(v) { return v.checkpoint === null ? "–" : (v.lag_more ? "more than " + v.lag : String(v.lag)); }
+
+async function projectionsView() {
+  const res = await api("projections");
+  const rows = res.projections.map((p) => {
+    const cur = p.versions.find((v) => v.current) || p.versions[p.versions.length - 1];
+    return el("tr", {"data-name": p.name},
+      el("td", {class: "mono"}, el("a", {href: "#/projection/" + enc(p.name)}, p.name)),
+      el("td", {class: "num"}, p.current || "none"),
+      el("td", {class: "num"}, p.versions.length),
+      el("td", {}, p.paused ? projBadge("paused") : (cur ? projBadge(cur.state) : "")),
+      el("td", {class: "num"}, cur ? lagText(cur) : "–"),
+      el("td", {class: "num"}, p.parked ? el("span", {class: "badge bad"}, p.parked + " parked") : "0"));
+  });
+  show(
+    el("h1", {}, "Projections"),
+    el("p", {class: "muted"}, "Read models kept by package projection: each with its versions, the one served (current), its state and lag as the store records them."),
+    res.truncated ? el("div", {class: "notice"}, "More projections than the server lists at once: the first 200 by name.") : null,
+    el("table", {id: "projections"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Name"), el("th", {class: "num"}, "Current"), el("th", {class: "num"}, "Versions"), el("th", {}, "State"), el("th", {class: "num"}, "Lag (events)"), el("th", {class: "num"}, "Parked"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 6, class: "muted"}, "No projections in this store.")))));
+}
+
+async function projectionView(name) {
+  const p = await api("projections/" + enc(name));
+  const out = el("div", {id: "proj-result"});
+  // act asks for the projection's name, typed, before a request that
+  // changes what is served or rebuilt, as the CLI does.
+  const act = async (what, version, typed) => {
+    if (typed) {
+      const input = el("input", {type: "text", id: "confirm-name", autocomplete: "off", "aria-label": "projection name"});
+      const go = el("button", {type: "submit", class: "danger", id: "confirm-go", disabled: true}, what === "promote" ? "Make current" : "Rebuild");
+      input.addEventListener("input", () => { go.disabled = input.value !== p.name; });
+      out.replaceChildren(el("form", {class: "form toolbar", id: "confirm", onsubmit: (ev) => { ev.preventDefault(); if (input.value === p.name) act(what, version, false); }},
+        el("span", {}, (what === "promote" ? "Make version " + version + " current" : "Rebuild version " + version + " in place (its Reset empties the read model)") + ": type ", el("strong", {class: "mono"}, p.name), " to confirm"),
+        input, go));
+      input.focus();
+      return;
+    }
+    try {
+      const r = await api("projections/" + enc(p.name) + "/" + what, {method: "POST", body: version ? {version} : {}});
+      sessionStorage.setItem("varve-flash", r.requested[0].toUpperCase() + r.requested.slice(1) + (r.version ? " of version " + r.version : "") + " requested.");
+      route();
+    } catch (err) { out.replaceChildren(fail(err)); }
+  };
+  const writes = info.writes;
+  const rows = p.versions.map((v) => el("tr", {"data-version": v.version},
+    el("td", {class: "num"}, v.version, v.current ? " " : null, v.current ? el("span", {class: "badge ok"}, "current") : null),
+    el("td", {}, projBadge(v.state), v.rebuild_pending ? el("span", {class: "badge warn"}, "rebuild pending") : null, v.replay_pending ? el("span", {class: "badge warn"}, "replay pending") : null),
+    el("td", {class: "num mono"}, v.checkpoint === null ? "none" : v.checkpoint),
+    el("td", {class: "num mono"}, v.origin === null ? "–" : v.origin),
+    el("td", {class: "num"}, lagText(v)),
+    el("td", {class: "num"}, v.parked ? el("a", {href: "#/subscription/" + enc("projection-" + p.name + "-v" + v.version)}, v.parked + " parked") : "0"),
+    el("td", {}, writes ? [
+      v.current ? null : el("button", {class: "primary", "data-act": "promote", onclick: () => act("promote", v.version, true)}, "Make current"),
+      el("button", {class: "danger", "data-act": "rebuild", onclick: () => act("rebuild", v.version, true)}, "Rebuild"),
+    ] : null)));
+  const flash = sessionStorage.getItem("varve-flash");
+  sessionStorage.removeItem("varve-flash");
+  show(
+    el("h1", {}, "Projection ", el("span", {class: "mono"}, p.name)),
+    flash ? el("div", {class: "notice", id: "flash"}, flash) : null,
+    p.failure ? el("div", {class: "error", id: "failure"}, "Version " + p.failure.version + " failed " + when(p.failure.at) + ": " + p.failure.error) : null,
+    el("div", {class: "cards"},
+      card("Current version", p.current || "none", "current"),
+      card("State", p.paused ? "paused" : "running as recorded", "paused"),
+      card("$all ends at", p.head),
+      card("Parked", p.parked, "parked")),
+    writes ? el("div", {class: "toolbar"},
+      p.paused ? el("button", {class: "primary", id: "resume", onclick: () => act("resume")}, "Resume")
+        : el("button", {id: "pause", onclick: () => act("pause")}, "Pause")) : null,
+    out,
+    el("h2", {}, "Versions"),
+    el("table", {id: "versions"},
+      el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Version"), el("th", {}, "State"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Origin"), el("th", {class: "num"}, "Lag (events)"), el("th", {class: "num"}, "Parked"), el("th", {}, ""))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 7, class: "muted"}, "No version has a checkpoint yet.")))),
+    el("p", {class: "muted"}, "Runners follow pause, resume and rebuild within their control poll (a second by default). Whether a runner is running, the store does not record."));
 }
 
 // ---- subscriptions ---------------------------------------------------------------
