@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -14,10 +15,11 @@ import (
 )
 
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "after", "limit", "system")
+	q, err := params(r, "after", "limit", "system", "category", "type", "stream_prefix")
 	if err != nil {
 		return err
 	}
+	filter := filterParam(q)
 	limit, err := intParam(q, "limit", DefaultPageLimit, 1, MaxPageLimit)
 	if err != nil {
 		return err
@@ -35,7 +37,7 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer h.done()
-	page, err := s.store.ReadAllPage(r.Context(), after, nil, varve.PageSize(limit), varve.PageBytes(s.cfg.MaxPageBytes))
+	page, err := s.store.ReadAllPage(r.Context(), after, nil, filter, varve.PageSize(limit), varve.PageBytes(s.cfg.MaxPageBytes))
 	if err != nil {
 		return err
 	}
@@ -44,6 +46,19 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 		page.Events = dropSystem(page.Events, h)
 	}
 	return writePage(w, r, page.Events, h, map[string]any{"through": page.Through, "next": page.Through, "more": page.Full, "end": !page.Full})
+}
+
+// filterParam is the filter of a read of $all: comma-separated lists of
+// categories, event types and stream prefixes (none: every event). The
+// store checks it: a bad one fails the read with 400.
+func filterParam(q url.Values) varve.Filter {
+	list := func(k string) []string {
+		if v := q.Get(k); v != "" {
+			return strings.Split(v, ",")
+		}
+		return nil
+	}
+	return varve.Filter{Categories: list("category"), Types: list("type"), StreamPrefixes: list("stream_prefix")}
 }
 
 // dropSystem removes the events of system streams from a page, in place,
@@ -93,10 +108,11 @@ func (s *Server) sendPage(out *bufio.Writer, enc *json.Encoder, evs []varve.Reco
 // store's guarantee for any reader. A client that stops reading is
 // dropped when a write has waited Config.RequestTimeout.
 func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "after", "system")
+	q, err := params(r, "after", "system", "category", "type", "stream_prefix")
 	if err != nil {
 		return err
 	}
+	filter := filterParam(q)
 	system, err := boolParam(q, "system")
 	if err != nil {
 		return err
@@ -160,7 +176,7 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return nil // the tail ends
 		}
-		page, err := s.store.ReadAllPage(ctx, after, buf[:0], varve.PageSize(tailPage), varve.PageBytes(s.cfg.MaxPageBytes))
+		page, err := s.store.ReadAllPage(ctx, after, buf[:0], filter, varve.PageSize(tailPage), varve.PageBytes(s.cfg.MaxPageBytes))
 		if err != nil {
 			held.done()
 			if ctx.Err() == nil {

@@ -162,3 +162,36 @@ func TestProjectionsAPI(t *testing.T) {
 	ro := serve(t, store, server.Config{})
 	ro.want(ro.do("POST", "/api/v1/projections/totals/pause", map[string]any{}), 403, "a pause with writes disabled")
 }
+
+// TestAllFiltered: $all pages and the tail take the library's filter
+// (categories, types, stream prefixes); a bad filter is a 400.
+func TestAllFiltered(t *testing.T) {
+	store := teststore.Kinds[1].Open(t, varve.Config{})
+	ctx := t.Context()
+	for _, e := range []struct{ stream, typ string }{{"order-1", "Placed"}, {"cart-1", "Added"}, {"order-2", "Paid"}, {"order-22", "Placed"}} {
+		if _, err := store.Append(ctx, e.stream, varve.Any, varve.NewEvent(e.typ, []byte(`{}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := serve(t, store, server.Config{})
+	for _, tc := range []struct{ query, want string }{
+		{"?category=order", "order-1 order-2 order-22"},
+		{"?type=Placed", "order-1 order-22"},
+		{"?stream_prefix=order-2", "order-2 order-22"},
+		{"?category=order,cart&type=Added,Paid", "cart-1 order-2"},
+		{"?category=order&limit=1&after=1", "order-2"},
+	} {
+		r := a.want(a.do("GET", "/api/v1/all"+tc.query, nil), 200, "$all"+tc.query)
+		var got []string
+		for _, e := range r.body["events"].([]any) {
+			got = append(got, e.(map[string]any)["stream"].(string))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("$all%s: %q, want %q", tc.query, got, tc.want)
+		}
+	}
+	a.want(a.do("GET", "/api/v1/all?category="+strings.Repeat("x,", 100)+"x", nil), 400, "a filter over its limits")
+	if got := strings.Join(tailStreams(t, a, "?after=0&type=Paid,Added", 2), " "); got != "cart-1 order-2" {
+		t.Errorf("a filtered tail: %q", got)
+	}
+}

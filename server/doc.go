@@ -13,8 +13,8 @@
 //	GET  /api/v1/streams/{id}                        one stream's info
 //	GET  /api/v1/streams/{id}/events?from=&direction=&limit=   a page of the stream, forward or backward
 //	POST /api/v1/streams/{id}/events                 append (writes enabled)
-//	GET  /api/v1/all?after=&limit=&system=           a page of $all (next, more, end)
-//	GET  /api/v1/all/tail?after=&system=             $all live, as Server-Sent Events
+//	GET  /api/v1/all?after=&limit=&system=&category=&type=&stream_prefix=   a page of $all (next, more, end)
+//	GET  /api/v1/all/tail?after=&system=&category=&type=&stream_prefix=     $all live, as Server-Sent Events
 //	GET  /api/v1/subscriptions?prefix=               consumers: checkpoints, lag, parked counts
 //	GET  /api/v1/subscriptions/{name}                one consumer and its parked events
 //	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink or a projection)
