@@ -38,6 +38,13 @@ type Consumer struct {
 	// Parked counts the parked events that are not replayed or skipped.
 	Parked       int    `json:"parked"`
 	ParkedStream string `json:"parked_stream"`
+	// Running counts the processes that run the consumer now, by their
+	// heartbeats ([subscription.Running]); nil when the store keeps no
+	// leases, so it cannot tell. Seen says that the consumer was ever
+	// opened ([subscription.Described]): a consumer seen and not running
+	// is stopped, one never seen only has a checkpoint or parked events.
+	Running *int `json:"running"`
+	Seen    bool `json:"seen"`
 
 	parkedStream bool // the parked stream exists
 }
@@ -117,6 +124,17 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 				c.CaughtUp = c.Lag == 0 && !c.LagMore
 			}
 		}
+	}
+	_, seen, err := subscription.Described(ctx, store, name)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Seen = seen
+	if beats, err := subscription.Running(ctx, store, name); err == nil {
+		n := len(beats)
+		c.Running = &n
+	} else if !errors.Is(err, varve.ErrNotSupported) {
+		return c, nil, err
 	}
 	if _, err := store.StreamInfo(ctx, p.Stream()); err == nil {
 		c.parkedStream = true

@@ -190,6 +190,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return fmt.Errorf("delivery: %w: Run called twice", varve.ErrInvalidArgument)
 	}
 	defer close(d.stopped)
+	if sub, ok := d.sub.(*subscription.Subscription); ok {
+		defer sub.Heartbeat(ctx)()
+	}
 	c := &coordinator{d: d, streams: map[string]*streamQueue{}, lastRead: d.sub.Position(), published: d.sub.Position(),
 		ready: newMinHeap(readyFirst), retries: newMinHeap(dueFirst)}
 	parkedSt := newParkedState()

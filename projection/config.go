@@ -90,6 +90,9 @@ type Config struct {
 	// `varve projections` writes); default 1s, negative to ignore them.
 	// A runner also records there a Run that failed, and its recovery.
 	ControlPoll time.Duration
+	// Heartbeat is how often a running runner renews the lease that says
+	// it runs ([subscription.Config.Heartbeat]); negative for none.
+	Heartbeat time.Duration
 }
 
 // DefaultControlPoll is the default of [Config.ControlPoll].

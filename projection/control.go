@@ -187,6 +187,10 @@ type VersionInfo struct {
 	// skipped, those of its segments' runners included where the backend
 	// lists streams (a segment parks under its own name).
 	Parked int `json:"parked"`
+	// Running counts the processes that run the version now (its
+	// segments' included), by their heartbeats ([subscription.Running]);
+	// nil when the store keeps no leases.
+	Running *int `json:"running"`
 	// Current is set for the version to serve.
 	Current bool `json:"current"`
 	// RebuildPending is set when a rebuild was requested that the version's
@@ -346,6 +350,12 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		}
 		if vi.Lag, vi.LagMore, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
 			return info, fmt.Errorf("projection %q: lag: %w", name, err)
+		}
+		if beats, err := store.Leases().List(ctx, subscription.HeartbeatPrefix+CheckpointName(name, v)+"/"); err == nil {
+			n := len(beats)
+			vi.Running = &n
+		} else if !errors.Is(err, varve.ErrNotSupported) {
+			return info, fmt.Errorf("projection %q: heartbeats: %w", name, err)
 		}
 		if vi.Parked, err = countParked(ctx, store, CheckpointName(name, v)); err != nil {
 			return info, fmt.Errorf("projection %q: parked events: %w", name, err)

@@ -217,6 +217,7 @@ func (r *Runner) run(ctx context.Context) error {
 		PageSize:    r.cfg.PageSize,
 		MinPoll:     r.cfg.MinPoll,
 		MaxPoll:     r.cfg.MaxPoll,
+		Heartbeat:   r.cfg.Heartbeat,
 		Checkpoints: r.cps,
 	}
 	if r.cfg.LocalFilter {
@@ -226,6 +227,7 @@ func (r *Runner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("projection %q: %w", r.p.Name, err)
 	}
+	defer sub.Heartbeat(ctx)()
 	start, _ := sub.StartPosition()
 	r.set(func(s *Status) { s.Position, s.State = start, r.catchingUp() })
 	// The head is looked at again when the runner reaches the last one

@@ -17,7 +17,8 @@ import (
 // TestConsoleProjections drives the projections pages in headless Chromium
 // beside live runners: the list, a projection's versions, pause and
 // resume followed by the runner, a promotion behind a typed confirmation;
-// the consumers page no longer lists the projections' bookkeeping.
+// the consumers page no longer lists the projections' bookkeeping; both
+// say that the runners run (their heartbeats).
 func TestConsoleProjections(t *testing.T) {
 	b := newBrowser(t)
 	store := teststore.Kinds[1].Open(t, varve.Config{})
@@ -57,7 +58,7 @@ func TestConsoleProjections(t *testing.T) {
 	}
 	b.shot("projections")
 	b.do("open totals", chromedp.Click(chromedp.CSS(`#projections a[href="#/projection/totals"]`)), chromedp.WaitVisible(chromedp.ID("versions")))
-	if v := b.text("versions"); !strings.Contains(v, "current") || !strings.Contains(v, "2") {
+	if v := b.text("versions"); !strings.Contains(v, "current") || !strings.Contains(v, "2") || strings.Count(v, "running") != 2 {
 		t.Fatalf("the versions table shows:\n%s", v)
 	}
 
@@ -84,7 +85,7 @@ func TestConsoleProjections(t *testing.T) {
 
 	// The consumers page lists the versions' checkpoints, not their origins.
 	b.do("consumers", chromedp.Navigate(a.url+"/#/subscriptions"), chromedp.WaitVisible(chromedp.ID("subscriptions")))
-	if subs := b.text("subscriptions"); !strings.Contains(subs, "projection-totals-v1") || strings.Contains(subs, "-origin") {
+	if subs := b.text("subscriptions"); !strings.Contains(subs, "projection-totals-v1") || strings.Contains(subs, "-origin") || !strings.Contains(subs, "running") {
 		t.Fatalf("the consumers page shows:\n%s", subs)
 	}
 }

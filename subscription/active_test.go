@@ -57,7 +57,10 @@ func testRunActive(t *testing.T, open opener) {
 	}{{ctxA, "a"}, {ctxB, "b"}} {
 		wg.Go(func() {
 			cfg := cfg
-			cfg.Lease = subscription.Lease{Holder: r.holder, TTL: 300 * time.Millisecond}
+			// The take-over below follows a release, not an expiry: a
+			// long lease keeps a starved holder from losing it to a late
+			// renewal (and handling again what it handled).
+			cfg.Lease = subscription.Lease{Holder: r.holder, TTL: 5 * time.Second}
 			errs <- subscription.Run(r.ctx, s, cfg, handler(r.holder))
 		})
 	}

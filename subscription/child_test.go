@@ -24,6 +24,7 @@ var children = map[string]func(ctx context.Context, s *varve.Store, log *os.File
 	"active":    activeChild,    // TestRunActiveKilled
 	"segmented": segmentedChild, // TestSegmentedKilled
 	"paused":    pausedChild,    // TestPausedHolder
+	"beating":   beatingChild,   // TestHeartbeatKilled
 }
 
 func runChild(kind string) int {

@@ -56,4 +56,13 @@
 // it is shown (package delivery's consumer status, the server, the CLI),
 // is counted by its own filter. [RetryPolicy] and [Lease] are the settings
 // that package delivery and package projection share with subscriptions.
+//
+// # Whether a consumer runs
+//
+// While [Subscription.Run] runs (and a delivery dispatcher or a projection
+// runner over the subscription), a heartbeat says so: a lease named after
+// the consumer and the process, renewed every [Config.Heartbeat] for
+// three of them and released when the run ends. [Running] lists the
+// heartbeats of a consumer; one of a process that died lasts until its
+// lease expires. A store without leases cannot tell.
 package subscription

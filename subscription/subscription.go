@@ -100,6 +100,10 @@ type Config struct {
 	// Lease runs the subscription across processes under leases, with
 	// [Run] and [RunWith]: single-active, or segmented.
 	Lease Lease
+	// Heartbeat is how often a running subscription renews the lease that
+	// says it runs ([Subscription.Heartbeat], [Running]); default
+	// DefaultHeartbeat, negative for none.
+	Heartbeat time.Duration
 
 	// Checkpoints keeps the checkpoint. Nil means the store's own
 	// ([varve.Store.Checkpoints]) when its backend keeps checkpoints, else
@@ -412,6 +416,7 @@ type Handler func(ctx context.Context, e varve.RecordedEvent) error
 // the checkpoint, also the one after ctx ended, may take up to 10s. For many
 // deliveries at once, use package delivery.
 func (s *Subscription) Run(ctx context.Context, h Handler) error {
+	defer s.Heartbeat(ctx)()
 	saved := s.pos
 	save := func(pos varve.Position) error {
 		if pos == saved {

@@ -468,6 +468,15 @@ async function follow(after, signal, on) {
   }
 }
 
+// runBadge says whether a consumer runs, by its heartbeats: running (in
+// how many processes), stopped (seen before), never seen, or unknown on a
+// store without leases.
+function runBadge(running, seen) {
+  if (running === null || running === undefined) return el("span", {class: "badge", title: "the store keeps no leases: whether it runs is unknown"}, "unknown");
+  if (running > 0) return el("span", {class: "badge ok"}, running === 1 ? "running" : "running ×" + running);
+  return seen === false ? el("span", {class: "badge"}, "never seen") : el("span", {class: "badge warn"}, "stopped");
+}
+
 // ---- projections -----------------------------------------------------------------
 
 const projState = {"live": "ok", "catching-up": "warn", "rebuilding": "warn", "paused": "warn", "failed": "bad"};
@@ -520,7 +529,7 @@ async function projectionView(name) {
   const writes = info.writes;
   const rows = p.versions.map((v) => el("tr", {"data-version": v.version},
     el("td", {class: "num"}, v.version, v.current ? " " : null, v.current ? el("span", {class: "badge ok"}, "current") : null),
-    el("td", {}, projBadge(v.state), v.rebuild_pending ? el("span", {class: "badge warn"}, "rebuild pending") : null, v.replay_pending ? el("span", {class: "badge warn"}, "replay pending") : null),
+    el("td", {}, runBadge(v.running), " ", projBadge(v.state), v.rebuild_pending ? el("span", {class: "badge warn"}, "rebuild pending") : null, v.replay_pending ? el("span", {class: "badge warn"}, "replay pending") : null),
     el("td", {class: "num mono"}, v.checkpoint === null ? "none" : v.checkpoint),
     el("td", {class: "num mono"}, v.origin === null ? "–" : v.origin),
     el("td", {class: "num"}, lagText(v)),
@@ -548,7 +557,7 @@ async function projectionView(name) {
     el("table", {id: "versions"},
       el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Version"), el("th", {}, "State"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Origin"), el("th", {class: "num"}, "Lag (events)"), el("th", {class: "num"}, "Parked"), el("th", {}, ""))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 7, class: "muted"}, "No version has a checkpoint yet.")))),
-    el("p", {class: "muted"}, "Runners follow pause, resume and rebuild within their control poll (a second by default). Whether a runner is running, the store does not record."));
+    el("p", {class: "muted"}, "Runners follow pause, resume and rebuild within their control poll (a second by default); a version runs while a runner's heartbeat lasts."));
 }
 
 // ---- subscriptions ---------------------------------------------------------------
@@ -560,13 +569,13 @@ async function subsView() {
     el("td", {class: "mono"}, el("a", {href: "#/subscription/" + enc(s.name)}, s.name)),
     el("td", {class: "num mono"}, s.checkpoint === null ? "none" : s.checkpoint),
     el("td", {class: "num"}, lag(s)),
-    el("td", {}, s.checkpoint === null ? el("span", {class: "badge"}, "no checkpoint") :
+    el("td", {}, runBadge(s.running, s.seen), " ", s.checkpoint === null ? el("span", {class: "badge"}, "no checkpoint") :
       s.caught_up ? el("span", {class: "badge ok"}, "caught up") : el("span", {class: "badge warn"}, "behind")),
     el("td", {class: "num"}, s.parked ? el("span", {class: "badge bad"}, s.parked + " parked") : "0")));
   show(
     el("h1", {}, "Subscriptions"),
     el("p", {class: "muted"}, "Consumers the store knows of: checkpoints, and delivery subscriptions that parked events. $all ends at position ",
-      el("span", {class: "mono", id: "last-position"}, res.last_position), ". Whether a consumer runs is not recorded in the store."),
+      el("span", {class: "mono", id: "last-position"}, res.last_position), ". A consumer runs while its heartbeat (a lease renewed every 2 s by default) lasts."),
     el("table", {id: "subscriptions"},
       el("thead", {}, el("tr", {}, el("th", {}, "Name"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Lag (events)"), el("th", {}, "State"), el("th", {class: "num"}, "Parked"))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 5, class: "muted"}, "No checkpoints and no parked events in this store.")))));
