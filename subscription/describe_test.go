@@ -22,10 +22,20 @@ func TestDescriptorAndLag(t *testing.T) {
 		}
 		appendN(t, s, "user-1", "Joined", 5)
 		appendN(t, s, "$parked-x", "Parked", 2)
-		head, err := s.LastPosition(ctx)
-		if err != nil {
-			t.Fatal(err)
+		// The log's events, counted: on PostgreSQL the head that
+		// LastPosition gives follows a horizon that other clients of the
+		// server move, so it does not prove that nothing was appended.
+		events := func() int {
+			n := 0
+			for _, err := range s.ReadAll(ctx, varve.Start) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+			return n
 		}
+		before := events()
 		orders := subscription.Config{Name: "orders", Filter: varve.Filter{Categories: []string{"order"}}}
 		var saved []time.Time
 		for range 2 {
@@ -41,8 +51,8 @@ func TestDescriptorAndLag(t *testing.T) {
 		if !saved[0].Equal(saved[1]) {
 			t.Errorf("a second Open of the same config saved the descriptor again: %v", saved)
 		}
-		if now, err := s.LastPosition(ctx); err != nil || now != head {
-			t.Errorf("the log's head moved from %v to %v (%v): a descriptor is no event", head, now, err)
+		if after := events(); after != before {
+			t.Errorf("the log held %d events, then %d after the Opens: a descriptor is no event", before, after)
 		}
 		d, ok, err := subscription.Described(ctx, s, "orders")
 		if err != nil || !ok || len(d.Filter.Categories) != 1 || d.Filter.Categories[0] != "order" {
