@@ -386,40 +386,73 @@ function appendForm(id, version) {
 
 async function allView(_, q) {
   const from = q.get("after") || "end";
+  // The filter of the tail: the library's (categories, types, stream
+  // prefixes), comma-separated, as the API takes them.
+  const filter = {};
+  for (const k of ["category", "type", "stream_prefix"]) if (q.get(k)) filter[k] = q.get(k);
   const body = el("tbody", {id: "tail-rows"});
+  const empty = el("tr", {id: "tail-empty"}, el("td", {colspan: 6, class: "muted"}, "Waiting for events" + (Object.keys(filter).length ? " that match the filter" : "") + "…"));
+  body.append(empty);
   const count = el("span", {id: "tail-count"}, "0");
   const status = el("span", {class: "badge", id: "tail-status"}, "connecting");
   // The view keeps the newest max rows, each with at most previewChars of
   // its data: a bounded page however long it follows and however big the
-  // events are.
+  // events are. Paused, it keeps following and holds the newest max events
+  // back until it resumes.
   const max = 500;
-  let n = 0;
-  const add = (e) => {
-    n++;
-    count.textContent = String(n);
+  let n = 0, paused = false, held = [];
+  const row = (e) => {
     const p = preview(e);
-    body.prepend(el("tr", {class: "fresh", "data-position": e.position},
+    return el("tr", {class: "fresh", "data-position": e.position},
       el("td", {class: "num mono"}, e.position),
       el("td", {class: "mono"}, streamLink(e.stream)),
       el("td", {class: "num"}, e.version),
       el("td", {}, e.type),
       el("td", {}, when(e.recorded_at)),
-      el("td", {class: "mono preview", title: p}, p)));
+      el("td", {class: "mono preview", title: p}, p));
+  };
+  const display = (e) => {
+    empty.remove();
+    body.prepend(row(e));
     while (body.rows.length > max) body.deleteRow(body.rows.length - 1);
   };
+  const add = (e) => {
+    n++;
+    count.textContent = String(n);
+    if (!paused) { display(e); return; }
+    held.push(e);
+    if (held.length > max) held.shift();
+    pause.textContent = "Resume (" + held.length + " held)";
+  };
+  const pause = el("button", {type: "button", id: "tail-pause", onclick: () => {
+    paused = !paused;
+    if (!paused) { held.forEach(display); held = []; }
+    pause.textContent = paused ? "Resume (0 held)" : "Pause";
+  }}, "Pause");
   const input = el("input", {type: "text", id: "tail-from", value: from, size: 10});
+  const fields = {};
+  for (const [k, label] of [["category", "category"], ["type", "type"], ["stream_prefix", "stream prefix"]]) {
+    fields[k] = el("input", {type: "text", id: "tail-" + k, value: filter[k] || "", size: 12, placeholder: "any", "aria-label": label});
+  }
   show(
     el("h1", {}, "$all, live"),
-    el("form", {class: "toolbar", onsubmit: (ev) => { ev.preventDefault(); location.hash = "#/all?after=" + enc(input.value.trim() || "end"); }},
-      status, el("span", {}, count, " events"),
-      el("label", {}, "after ", input), el("button", {type: "submit"}, "Follow"),
-      el("span", {class: "muted"}, "(end: new events only; start: the whole log; the newest " + max + " are kept)")),
+    el("form", {class: "toolbar", onsubmit: (ev) => {
+      ev.preventDefault();
+      const p = new URLSearchParams({after: input.value.trim() || "end"});
+      for (const [k, f] of Object.entries(fields)) if (f.value.trim()) p.set(k, f.value.trim());
+      location.hash = "#/all?" + p;
+    }},
+      status, el("span", {}, count, " events"), pause,
+      el("label", {}, "after ", input),
+      el("label", {}, "category ", fields.category), el("label", {}, "type ", fields.type), el("label", {}, "stream prefix ", fields.stream_prefix),
+      el("button", {type: "submit", id: "tail-follow"}, "Follow"),
+      el("span", {class: "muted"}, "(end: new events only; start: the whole log; lists comma-separated; the newest " + max + " are kept)")),
     el("table", {id: "tail"},
       el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Position"), el("th", {}, "Stream"), el("th", {class: "num"}, "Version"), el("th", {}, "Type"), el("th", {}, "Recorded"), el("th", {}, "Data"))),
       body));
   const ctl = new AbortController();
   stopTail = () => ctl.abort();
-  follow(from, ctl.signal, {
+  follow(from, filter, ctl.signal, {
     start: () => { status.textContent = "live"; status.className = "badge live"; },
     event: add,
     error: (msg) => { status.textContent = "stopped"; status.className = "badge bad"; main().prepend(el("div", {class: "error", role: "alert"}, msg)); },
@@ -429,11 +462,11 @@ async function allView(_, q) {
 // follow reads the server-sent events of the live tail with fetch, which,
 // unlike EventSource, can send the Authorization header. It reconnects
 // after a dropped connection from the last position it saw.
-async function follow(after, signal, on) {
+async function follow(after, filter, signal, on) {
   let last = after;
   for (let attempt = 0; !signal.aborted; attempt++) {
     try {
-      const res = await fetch(API + "all/tail?after=" + enc(last), {headers: {"Authorization": "Bearer " + sessionStorage.getItem(tokenKey)}, signal, cache: "no-store"});
+      const res = await fetch(API + "all/tail?" + new URLSearchParams({after: last, ...filter}), {headers: {"Authorization": "Bearer " + sessionStorage.getItem(tokenKey)}, signal, cache: "no-store"});
       if (!res.ok) {
         let msg = res.statusText;
         try { msg = (await res.json()).error.message; } catch (_) { /* keep statusText */ }
