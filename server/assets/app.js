@@ -323,19 +323,32 @@ async function streamsView(_, q) {
 async function streamView(id, q) {
   const dir = q.get("dir") === "forward" ? "forward" : "backward";
   const from = q.get("from") || "";
-  const params = new URLSearchParams({direction: dir, limit: "20"});
+  const sizes = ["10", "20", "50", "100"];
+  const limit = sizes.includes(q.get("limit")) || q.get("limit") === "1" ? q.get("limit") : "20";
+  const params = new URLSearchParams({direction: dir, limit});
   if (from) params.set("from", from);
   const [s, page] = await Promise.all([api("streams/" + enc(id)), api("streams/" + enc(id) + "/events?" + params)]);
-  const self = (p) => "#/stream/" + enc(id) + "?" + new URLSearchParams(p);
+  const self = (p) => "#/stream/" + enc(id) + "?" + new URLSearchParams({limit, ...p});
+  const n = Number(limit);
   const events = page.events.map((e) => el("article", {class: "event", "data-version": e.version},
     el("div", {class: "head"},
       el("span", {class: "mono"}, "v" + e.version),
       el("span", {class: "type"}, e.type),
       el("span", {class: "muted mono"}, "position " + e.position),
       el("span", {class: "muted"}, when(e.recorded_at)),
-      el("span", {class: "muted mono"}, e.id)),
+      el("span", {class: "muted mono"}, e.id),
+      el("a", {href: "#/stream/" + enc(id) + "?" + new URLSearchParams({dir: "forward", from: String(e.version), limit: "1"}), class: "permalink", title: "a link to this event"}, "link")),
     payload(e, "data"),
     el("details", {}, el("summary", {}, "metadata"), payload(e, "metadata"))));
+  // The page the other way: newer than a page read backward, older than
+  // one read forward.
+  const versions = page.events.map((e) => e.version);
+  let back = null;
+  if (versions.length && dir === "backward" && Math.max(...versions) < s.version) back = self({dir, from: String(Math.min(s.version, Math.max(...versions) + n))});
+  if (versions.length && dir === "forward" && Math.min(...versions) > 1) back = self({dir, from: String(Math.max(1, Math.min(...versions) - n))});
+  const jump = el("input", {type: "number", id: "jump-version", min: "1", size: 8, placeholder: "version", "aria-label": "version"});
+  const size = el("select", {id: "page-size", "aria-label": "events per page", onchange: () => { location.hash = self({dir, ...(from ? {from} : {}), limit: size.value}); }},
+    ...sizes.map((v) => el("option", {value: v, selected: v === limit}, v + " per page")));
   const nodes = [
     el("h1", {}, "Stream ", el("span", {class: "mono", id: "stream-id"}, s.stream)),
     el("div", {class: "cards"},
@@ -344,7 +357,11 @@ async function streamView(id, q) {
       el("div", {class: "card"}, el("div", {class: "k"}, "State"), el("div", {class: "v"}, stateBadge(s)))),
     el("div", {class: "toolbar"},
       el("a", {href: self({dir: "backward"})}, "Newest first"), "·", el("a", {href: self({dir: "forward"})}, "Oldest first"),
-      page.next ? el("a", {href: self({dir, from: page.next}), id: "more"}, dir === "backward" ? "Older →" : "Newer →") : null),
+      back ? el("a", {href: back, id: "back"}, dir === "backward" ? "← Newer" : "← Older") : null,
+      page.next ? el("a", {href: self({dir, from: page.next}), id: "more"}, dir === "backward" ? "Older →" : "Newer →") : null,
+      size,
+      el("form", {class: "toolbar", id: "jump", onsubmit: (ev) => { ev.preventDefault(); if (jump.value) location.hash = self({dir: "forward", from: jump.value}); }},
+        el("label", {}, "from version ", jump), el("button", {type: "submit"}, "Go"))),
   ];
   if (info.writes && !s.system && !s.tombstoned) nodes.push(appendForm(id, s.version));
   nodes.push(el("section", {id: "events"}, events.length ? events : el("p", {class: "muted"}, "No events on this page.")));
