@@ -36,7 +36,7 @@ reaches the end. System streams ("$parked-...") are left out unless --system is 
 			if err := countFlag("count", maxCount, 0, maxEvents); err != nil {
 				return err
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ reaches the end. System streams ("$parked-...") are left out unless --system is 
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.StringVar(&after, "after", "end", `print the events after this position: "end", "start" or a position ("12", "7:3")`)
 	f.IntVar(&maxCount, "count", 0, "stop after printing this many events (0: no limit)")
 	f.BoolVar(&noFollow, "no-follow", false, "stop at the end of the log instead of waiting for more")

@@ -1,10 +1,10 @@
 // Command varve runs varve's lab against any store: bench, loadtest,
 // deliver-bench, matrix and soak measure. Its operator commands work on a
 // store as it is: serve runs the HTTP API and web console (package
-// server), streams and all read streams and $all, subs shows consumers and
-// moves checkpoints, parked lists, replays and skips the events a delivery
-// subscription parked, projections lists projections and pauses, resumes
-// or rebuilds them, cdc manages the slots of change data capture. The lab
+// server), init creates a store, append appends an event, streams and all
+// read streams and $all, subs shows consumers and moves checkpoints, parked
+// lists, replays and skips the events a delivery subscription parked,
+// projections lists projections and pauses, resumes or rebuilds them, cdc manages the slots of change data capture. The lab
 // commands share one flag vocabulary (--check, --html, ...) and one JSON
 // envelope; an operator command takes none of the lab's flags and its
 // --json prints plain JSON of what it lists or did. All share one
@@ -128,7 +128,8 @@ func errorText(err error) string {
 		}
 		return strings.Join(lines, "\n")
 	}
-	return termtext.Escape(lab.Scrub(err.Error()))
+	// The store's errors begin with "varve: ", which execute prints first.
+	return termtext.Escape(lab.Scrub(strings.TrimPrefix(err.Error(), "varve: ")))
 }
 
 func exitCode(ctx context.Context, err error, started bool) int {
@@ -169,16 +170,17 @@ func rootCmd(started *bool) *cobra.Command {
 		Use:   "varve",
 		Short: "varve's lab and operator tools: measure an event store, look at one, serve it",
 		Long: `varve measures the varve event store on any backend (SQLite, memory, PostgreSQL,
-NATS JetStream) with its lab commands, and operates a store with the others: lists
-streams and consumers, tails $all, moves checkpoints, manages the events a delivery
-subscription parked, and serves the HTTP API and web console (varve serve).
+NATS JetStream) with its lab commands, and operates a store with the others: creates
+one (varve init), appends events, lists streams and consumers, tails $all, moves
+checkpoints, manages the events a delivery subscription parked, and serves the HTTP
+API and web console (varve serve).
 
 The lab commands share one vocabulary: --store, -w/--workers, -d/--duration,
 -r/--rate, --json (the JSON envelope), --csv, --html and --check. The operator
-commands take --store and --json (plain JSON of what they list or did), --csv on a
-listing, and alert with bounds such as subs ls --max-lag N. Exit codes: 0 success;
-1 errors in the run, a --check not met or a --max-* bound exceeded; 2 bad usage;
-130 interrupted. docs/lab.md has the details and the JSON shapes.`,
+commands take --store (else $VARVE_STORE; a bare path is a SQLite file) and --json
+(plain JSON of what they list or did), --csv on a listing, and alert with bounds such
+as subs ls --max-lag N. Exit codes: 0 success; 1 errors in the run, a --check not met
+or a --max-* bound exceeded; 2 bad usage; 130 interrupted. docs/lab.md has the details and the JSON shapes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -204,7 +206,7 @@ listing, and alert with bounds such as subs ls --max-lag N. Exit codes: 0 succes
 	}
 	root.SetFlagErrorFunc(labFlagError)
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
-	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd())
+	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd(), initCmd(), appendCmd())
 	groupCommands(root)
 	markStarted(root, started)
 	return root

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,7 +28,8 @@ const (
 )
 
 // operatorCommands are the commands that work on a store as it is.
-var operatorCommands = map[string]bool{"serve": true, "streams": true, "all": true, "subs": true, "parked": true, "cdc": true, "projections": true}
+var operatorCommands = map[string]bool{"serve": true, "streams": true, "all": true, "subs": true, "parked": true, "cdc": true, "projections": true,
+	"init": true, "append": true}
 
 // groupCommands sorts the root's commands into the lab's and the
 // operator's, for the help.
@@ -45,26 +49,76 @@ func groupCommands(root *cobra.Command) {
 // opsStoreHelp ends the help of the operator commands.
 const opsStoreHelp = `
 
---store is required: memory:, sqlite:///path/file.db (or sqlite:relative.db),
-postgres://user@host/db?varve_schema=s, nats://host:4222?stream=S&prefix=p, or the
-shorthands postgres and nats ($VARVE_POSTGRES_URL, $VARVE_NATS_URL). The store is
-opened as it is: nothing is created, and a missing file, schema or stream is an error.
+--store names the store; without it, $VARVE_STORE does (an explicit --store wins). It
+is memory:, sqlite:///path/file.db (or sqlite:relative.db), a bare path of a SQLite
+file (demo.db, ./data/x.db, /abs/x.db), postgres://user@host/db?varve_schema=s,
+nats://host:4222?stream=S&prefix=p, or the shorthands postgres and nats
+($VARVE_POSTGRES_URL, $VARVE_NATS_URL). The store is opened as it is: nothing is
+created, and a missing file, schema or stream is an error (varve init creates one).
 --json prints plain JSON of what the command lists or did (docs/lab.md has the shapes).
 Exit codes: 0 ok, 1 an error (nothing printed) or a --max-* bound exceeded, 2 usage,
 130 interrupted.`
 
-// resolveExisting checks --store of an operator command before anything
-// opens: a usage error when it is missing or malformed.
-func resolveExisting(given string) (*lab.Target, error) {
-	if strings.TrimSpace(given) == "" {
-		return nil, usagef("--store: give the URL of the store (see --help)")
+// storeEnv names the store of an operator command given no --store.
+const storeEnv = "VARVE_STORE"
+
+// storeFlagHelp is the help of an operator command's --store.
+const storeFlagHelp = "URL or SQLite file path of the store (default $" + storeEnv + "; nothing is created)"
+
+// resolveExisting checks the store of an operator command before anything
+// opens: --store when given, else $VARVE_STORE; a bare path is a SQLite
+// file (storeURL). A usage error when there is none or it is malformed;
+// the error names where the store came from.
+func resolveExisting(cmd *cobra.Command, given string) (*lab.Target, error) {
+	source := "--store"
+	if f := cmd.Flags().Lookup("store"); f == nil || !f.Changed {
+		if env := strings.TrimSpace(os.Getenv(storeEnv)); env != "" {
+			given, source = env, "$"+storeEnv
+		}
 	}
-	t, err := lab.Resolve(given, "", lab.Existing)
+	if strings.TrimSpace(given) == "" {
+		return nil, usagef("--store: give the URL or file of the store, or set $%s (see --help)", storeEnv)
+	}
+	raw, err := storeURL(given)
 	if err != nil {
-		return nil, usage(fmt.Errorf("--store: %w", err))
+		return nil, usage(fmt.Errorf("%s: %w", source, err))
+	}
+	t, err := lab.Resolve(raw, "", lab.Existing)
+	if err != nil {
+		return nil, usage(fmt.Errorf("%s: %w", source, err))
 	}
 	return t, nil
 }
+
+// storeShorthands are the values of --store that are neither a URL nor a
+// path (lab.Resolve knows them), with or without a trailing ":".
+var storeShorthands = map[string]bool{"mem": true, "memory": true, "sqlite": true, "postgres": true, "postgresql": true, "pg": true, "nats": true}
+
+// storeURL turns a bare path into the URL of a SQLite file and returns
+// every other value as it is. A bare path is a value with no "://" that is
+// not a shorthand and that begins with "/", "./" or "../", or has no ":"
+// and holds a "/" or a "." (demo.db, data/x.db): "sqlite:///" and its
+// absolute path. A word without a dot or slash ("postgress") stays what it
+// is, an unknown store, rather than naming a file.
+func storeURL(given string) (string, error) {
+	s := strings.TrimSpace(given)
+	if strings.Contains(s, "://") || storeShorthands[strings.ToLower(strings.TrimSuffix(s, ":"))] {
+		return s, nil
+	}
+	path := strings.HasPrefix(s, "/") || strings.HasPrefix(s, "./") || strings.HasPrefix(s, "../") ||
+		filepath.IsAbs(s) || (!strings.Contains(s, ":") && strings.ContainsAny(s, "/."))
+	if !path {
+		return s, nil
+	}
+	abs, err := filepath.Abs(s)
+	if err != nil {
+		return "", fmt.Errorf("SQLite file %s: %w", s, err)
+	}
+	return (&url.URL{Scheme: "sqlite", Path: filepath.ToSlash(abs)}).String(), nil
+}
+
+// initHint is added to the "no such store" error of an operator command.
+const initHint = "; varve init --store ... creates it"
 
 // parsePosition parses a position flag: "start", "end" (last, from the
 // store) or a position's text form.

@@ -25,10 +25,13 @@ import (
 	"github.com/varve-go/varve/projection"
 )
 
-// openStore opens an existing store without creating anything; tests
-// replace it.
+// openStore opens an existing store without creating anything; a store
+// that is not there is an error that names varve init. Tests replace it.
 var openStore = func(ctx context.Context, raw string) (*varve.Store, error) {
 	s, err := open.Existing(ctx, raw, varve.Config{})
+	if errors.Is(err, open.ErrNotFound) {
+		err = fmt.Errorf("%w%s", err, initHint)
+	}
 	return s, lab.ScrubErr(err)
 }
 
@@ -46,7 +49,7 @@ type parkedFlags struct {
 
 func (p *parkedFlags) register(cmd *cobra.Command, withCSV bool) {
 	f := cmd.Flags()
-	f.StringVar(&p.store, "store", "", "URL of the store the subscription's dispatcher uses (required; nothing is created)")
+	f.StringVar(&p.store, "store", "", "URL or SQLite file path of the store the subscription's dispatcher uses (default $"+storeEnv+"; nothing is created)")
 	f.StringVar(&p.subscription, "subscription", "", "subscription name (required)")
 	f.StringSliceVar(&p.streams, "stream", nil, "only the parked events of these streams")
 	f.StringSliceVar(&p.positions, "position", nil, "only the parked events at these positions")
@@ -54,7 +57,7 @@ func (p *parkedFlags) register(cmd *cobra.Command, withCSV bool) {
 }
 
 // parsed checks the flags before anything opens.
-func (p *parkedFlags) parse() (func(delivery.ParkedEvent) bool, *lab.Target, error) {
+func (p *parkedFlags) parse(cmd *cobra.Command) (func(delivery.ParkedEvent) bool, *lab.Target, error) {
 	if err := p.out.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -70,15 +73,12 @@ func (p *parkedFlags) parse() (func(delivery.ParkedEvent) bool, *lab.Target, err
 		positions = append(positions, pos)
 	}
 	p.parsed = positions
-	if p.store == "" {
-		return nil, nil, usagef("--store: give the URL of the store the subscription's dispatcher uses")
-	}
 	if p.subscription == "" {
 		return nil, nil, usagef("--subscription: give the subscription's name")
 	}
-	t, err := lab.Resolve(p.store, "", lab.Existing)
+	t, err := resolveExisting(cmd, p.store)
 	if err != nil {
-		return nil, nil, usage(fmt.Errorf("--store: %w", err))
+		return nil, nil, err
 	}
 	match := func(pe delivery.ParkedEvent) bool {
 		return (len(p.streams) == 0 || slices.Contains(p.streams, pe.Stream)) &&
@@ -148,7 +148,7 @@ subscription the store does not know is an error (exit 1). For an alert on parke
 events, see varve subs ls --max-parked.` + opsStoreHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			match, t, err := pf.parse()
+			match, t, err := pf.parse(cmd)
 			if err != nil {
 				return err
 			}
@@ -217,7 +217,7 @@ func parkedReplayCmd() *cobra.Command {
 			if err := durationFlag("timeout", timeout, false); err != nil {
 				return err
 			}
-			match, t, err := pf.parse()
+			match, t, err := pf.parse(cmd)
 			if err != nil {
 				return err
 			}
@@ -356,7 +356,7 @@ func parkedSkipCmd() *cobra.Command {
 		Short: "Drop parked events without delivering them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			match, t, err := pf.parse()
+			match, t, err := pf.parse(cmd)
 			if err != nil {
 				return err
 			}

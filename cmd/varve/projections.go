@@ -91,7 +91,7 @@ when a projection has more than N events parked.` + projectionsHelp + opsStoreHe
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	maxLag := newBound(f, "max-lag", "lag", fmt.Sprintf("exit 1 when a version lags more than this many events (at most %d, as far as lags are counted)", projection.MaxInspectLag))
 	maxParked := newBound(f, "max-parked", "parked", "exit 1 when a projection has more than this many events parked")
 	out.register(f, true)
@@ -105,7 +105,7 @@ when a projection has more than N events parked.` + projectionsHelp + opsStoreHe
 		if err := maxParked.parse(cmd.Flags(), maxEvents); err != nil {
 			return err
 		}
-		t, err := resolveExisting(store)
+		t, err := resolveExisting(cmd, store)
 		if err != nil {
 			return err
 		}
@@ -230,7 +230,7 @@ recorded; the events parked. A projection the store does not know is an error
 			if err := varve.CheckName(name); err != nil {
 				return usage(fmt.Errorf("projection name: %w", err))
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -247,7 +247,7 @@ recorded; the events parked. A projection the store does not know is an error
 			})
 		},
 	}
-	cmd.Flags().StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	cmd.Flags().StringVar(&store, "store", "", storeFlagHelp)
 	out.register(cmd.Flags(), false)
 	return cmd
 }
@@ -312,7 +312,7 @@ error (exit 1).` + projectionsHelp + opsStoreHelp,
 			if err := varve.CheckName(name); err != nil {
 				return usage(fmt.Errorf("projection name: %w", err))
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -333,7 +333,7 @@ error (exit 1).` + projectionsHelp + opsStoreHelp,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	cmd.Flags().StringVar(&store, "store", "", storeFlagHelp)
 	out.register(cmd.Flags(), false)
 	return cmd
 }
@@ -369,7 +369,7 @@ an interrupt ends the question at once; --yes skips it.` + projectionsHelp + ops
 			if version < 0 {
 				return usagef("--version %d: must be at least 1", version)
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -413,7 +413,7 @@ an interrupt ends the question at once; --yes skips it.` + projectionsHelp + ops
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.IntVar(&version, "version", 0, "the version to rebuild (default: the current one, or the only one)")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask")
 	out.register(f, false)

@@ -66,8 +66,10 @@ NAME to a webhook (signed with $VARVE_WEBHOOK_SECRET); NAME ends at the first '=
 followed by http:// or https://, so a name may hold '=' and the URL's query too. --reports DIR shows the lab's
 HTML reports of DIR in the console.
 
-The store: --store, default sqlite:varve.db (a file in the current directory,
-created when missing). Any other store is opened as it is: nothing is created.
+The store: --store, else $VARVE_STORE, else sqlite:varve.db (a file in the current
+directory). A SQLite file (a URL or a bare path such as demo.db) is created when
+missing; any other store is opened as it is: nothing is created (varve init creates
+a PostgreSQL schema or a NATS stream).
 A --listen address that is not loopback needs --allow-remote, and TLS (--tls-cert,
 --tls-key) is strongly advised: the token travels in every request.
 Exit codes: 0 stopped cleanly, 1 an error, 2 usage, 130 interrupted (the usual stop).`,
@@ -75,7 +77,7 @@ Exit codes: 0 stopped cleanly, 1 an error, 2 usage, 130 interrupted (the usual s
 		RunE: func(cmd *cobra.Command, _ []string) error { return sf.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&sf.store, "store", defaultServeStore, "URL of the store")
+	f.StringVar(&sf.store, "store", defaultServeStore, "URL or SQLite file path of the store; $"+storeEnv+" when not given, else the default")
 	f.StringVar(&sf.listen, "listen", defaultServeListen, "address to listen on (host:port; port 0 picks a free one)")
 	f.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer token (default $"+tokenEnv+", else a new token in a file serve names)")
 	f.BoolVar(&sf.writes, "writes", false, "enable appends, parked replay and skip, and checkpoint resets")
@@ -104,7 +106,7 @@ func (sf *serveFlags) run(cmd *cobra.Command) error {
 	if err := checkListen(sf.listen, sf.allowRemote); err != nil {
 		return err
 	}
-	t, err := resolveExisting(sf.store)
+	t, err := resolveExisting(cmd, sf.store)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ printed (the table's last line says so), or --all prints every page.` + opsStore
 			if err := countFlag("limit", limit, 1, varve.MaxListLimit); err != nil {
 				return err
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -93,7 +93,7 @@ printed (the table's last line says so), or --all prints every page.` + opsStore
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.StringVar(&prefix, "prefix", "", "only streams whose ids begin with this")
 	f.StringVar(&after, "after", "", "start after this stream id (the last one of the previous page)")
 	f.IntVar(&limit, "limit", 100, "streams per page")
@@ -180,7 +180,7 @@ are pretty-printed.` + opsStoreHelp,
 				return usagef("--max-bytes %d: want at least 1", maxBytes)
 			}
 			id := args[0]
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ are pretty-printed.` + opsStoreHelp,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.Uint64Var(&from, "from", 0, "first version to show (0: the first, or the last with --backward)")
 	f.IntVar(&limit, "limit", 20, "events to show")
 	f.IntVar(&maxBytes, "max-bytes", defaultShowBytes, "stop the page after the event that takes its data and metadata to this many bytes (at least one event)")
@@ -297,7 +297,7 @@ a line each, instead of the text.` + opsStoreHelp,
 			if err := countFlag("count", maxCount, 0, maxEvents); err != nil {
 				return err
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -379,7 +379,7 @@ a line each, instead of the text.` + opsStoreHelp,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.IntVarP(&n, "lines", "n", 10, "how many of the last events to print first")
 	f.BoolVarP(&follow, "follow", "f", false, "then print the events appended to the stream, until interrupted")
 	f.IntVar(&maxCount, "count", 0, "stop after printing this many events (0: no limit)")

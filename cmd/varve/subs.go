@@ -48,7 +48,7 @@ more than N events parked.` + opsStoreHelp,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.StringVar(&prefix, "prefix", "", "only consumers whose names begin with this")
 	f.IntVar(&lagLimit, "lag-limit", server.DefaultLagLimit, "count at most this many events of each lag")
 	maxLag := newBound(f, "max-lag", "lag", "exit 1 when a consumer lags more than this many events (counted exactly, whatever --lag-limit)")
@@ -67,7 +67,7 @@ more than N events parked.` + opsStoreHelp,
 		if err := maxParked.parse(cmd.Flags(), maxEvents); err != nil {
 			return err
 		}
-		t, err := resolveExisting(store)
+		t, err := resolveExisting(cmd, store)
 		if err != nil {
 			return err
 		}
@@ -207,7 +207,7 @@ error (exit 1).` + opsStoreHelp,
 			if err := varve.CheckName(name); err != nil {
 				return usage(fmt.Errorf("subscription name: %w", err))
 			}
-			t, err := resolveExisting(store)
+			t, err := resolveExisting(cmd, store)
 			if err != nil {
 				return err
 			}
@@ -257,7 +257,7 @@ error (exit 1).` + opsStoreHelp,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "URL of the store (required; nothing is created)")
+	f.StringVar(&store, "store", "", storeFlagHelp)
 	f.StringVar(&to, "to", "", `where to move the checkpoint: "start", "end" or a position ("12", "7:3")`)
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask")
 	out.register(f, false)
