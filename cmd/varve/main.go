@@ -2,13 +2,15 @@
 // deliver-bench, matrix and soak measure. Its operator commands work on a
 // store as it is: serve runs the HTTP API and web console (package
 // server), init creates a store, append appends an event, streams and all
-// read streams and $all, subs shows consumers and moves checkpoints, parked
+// read streams and $all (streams truncate, delete and tombstone change a
+// stream's life), subs shows consumers and moves checkpoints, parked
 // lists, replays and skips the events a delivery subscription parked,
-// projections lists projections and pauses, resumes or rebuilds them, cdc manages the slots of change data capture. The lab
-// commands share one flag vocabulary (--check, --html, ...) and one JSON
-// envelope; an operator command takes none of the lab's flags and its
-// --json prints plain JSON of what it lists or did. All share one
-// exit-code contract; docs/lab.md describes them, `varve help` lists them.
+// projections lists projections and pauses, resumes or rebuilds them, cdc
+// manages the slots of change data capture. The lab commands share one
+// flag vocabulary (--check, --html, ...) and one JSON envelope; an
+// operator command takes none of the lab's flags and its --json prints
+// plain JSON of what it lists or did. All share one exit-code contract;
+// docs/lab.md describes them, `varve help` lists them.
 package main
 
 import (
@@ -171,9 +173,9 @@ func rootCmd(started *bool) *cobra.Command {
 		Short: "varve's lab and operator tools: measure an event store, look at one, serve it",
 		Long: `varve measures the varve event store on any backend (SQLite, memory, PostgreSQL,
 NATS JetStream) with its lab commands, and operates a store with the others: creates
-one (varve init), appends events, lists streams and consumers, tails $all, moves
-checkpoints, manages the events a delivery subscription parked, and serves the HTTP
-API and web console (varve serve).
+one (varve init), appends events, lists streams and consumers, truncates, deletes and
+tombstones streams, tails $all, moves checkpoints, manages the events a delivery
+subscription parked, and serves the HTTP API and web console (varve serve).
 
 The lab commands share one vocabulary: --store, -w/--workers, -d/--duration,
 -r/--rate, --json (the JSON envelope), --csv, --html and --check. The operator

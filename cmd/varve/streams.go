@@ -21,10 +21,12 @@ const maxListAll = 1_000_000
 func streamsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "streams",
-		Short: "List streams, show one with its events, or tail one",
-		Long:  "streams ls, show and tail read a store's streams; they change nothing." + opsStoreHelp,
+		Short: "List streams, show one with its events, tail one; truncate, delete or tombstone one",
+		Long: `streams ls, show and tail read a store's streams; they change nothing. streams
+truncate, delete and tombstone change a stream's life, each after asking for its id
+(--yes does not ask).` + opsStoreHelp,
 	}
-	cmd.AddCommand(streamsLsCmd(), streamsShowCmd(), streamsTailCmd())
+	cmd.AddCommand(streamsLsCmd(), streamsShowCmd(), streamsTailCmd(), streamsTruncateCmd(), streamsDeleteCmd(), streamsTombstoneCmd())
 	return cmd
 }
 
