@@ -33,12 +33,11 @@ question at once; --yes skips it. Streams whose ids begin with "$" are varve's o
 is an error (exit 1).`
 
 func streamsTruncateCmd() *cobra.Command {
-	var before uint64
 	cmd := lifecycleCmd("truncate", "truncate STREAM --before N", "Remove a stream's events below a version (asks first)",
 		`truncate removes the events of STREAM with versions below --before; the stream keeps its
 version, and the next append goes on after it. Readers of the stream and of $all no
 longer see the removed events; a --before past the end removes them all.`)
-	cmd.Flags().Uint64Var(&before, "before", 0, "remove the events with versions below this one (required, at least 1)")
+	cmd.Flags().Uint64("before", 0, "remove the events with versions below this one (required, at least 1)")
 	return cmd
 }
 

@@ -21,7 +21,6 @@ func TestStreamLifecycle(t *testing.T) {
 	type state struct {
 		versions        []varve.Version // the events left, by version
 		deleted, tombed bool
-		missing         bool
 	}
 	steps := []struct {
 		name   string

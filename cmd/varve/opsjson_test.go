@@ -263,6 +263,31 @@ func TestOperatorJSON(t *testing.T) {
 				t.Errorf("rebuild: %v", m)
 			}
 		}},
+		{"init", []string{"init", "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "init", doc, []string{"store", "backend", "kind", "name", "created"}); m["created"] != false || m["kind"] != "file" {
+				t.Errorf("init of an existing store: %v", m)
+			}
+		}},
+		{"append", []string{"append", "order-9", "--type", "E", "--data", `{"n":1}`, "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "append", doc, []string{"stream", "id", "type", "version", "position", "existed"}); m["version"] != 1.0 || m["existed"] != false {
+				t.Errorf("append: %v", m)
+			}
+		}},
+		{"streams truncate", []string{"streams", "truncate", "order-2", "--before", "2", "--yes", "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "streams truncate", doc, []string{"stream", "action", "version", "before"}); m["before"] != 2.0 || m["version"] != 2.0 {
+				t.Errorf("streams truncate: %v", m)
+			}
+		}},
+		{"streams delete", []string{"streams", "delete", "order-1", "--yes", "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "streams delete", doc, []string{"stream", "action", "version"}); m["action"] != "delete" {
+				t.Errorf("streams delete: %v", m)
+			}
+		}},
+		{"streams tombstone", []string{"streams", "tombstone", "order-9", "--yes", "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "streams tombstone", doc, []string{"stream", "action", "version"}); m["action"] != "tombstone" || m["version"] != 1.0 {
+				t.Errorf("streams tombstone: %v", m)
+			}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIn(t, append(c.args, "--json")...)
