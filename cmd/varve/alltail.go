@@ -22,6 +22,7 @@ func allTailCmd() *cobra.Command {
 		noFollow     bool
 		system       bool
 		jsonOut      bool
+		filter       varve.Filter
 	)
 	cmd := &cobra.Command{
 		Use:   "tail",
@@ -30,7 +31,9 @@ func allTailCmd() *cobra.Command {
 now on; "start": the whole log; or a position), in position order, and waits for more
 until interrupted, until --count events were printed, or, with --no-follow, until it
 reaches the end. System streams ("$parked-...") are left out unless --system is given.
---json prints one JSON object per event (the API's event shape), a line each.` + opsStoreHelp,
+--category, --type and --stream-prefix keep the events of those categories, event types
+or stream prefixes (each a comma-separated list, or the flag again), read through the
+store's filtered reads. --json prints one JSON object per event (the API's event shape), a line each.` + opsStoreHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := countFlag("count", maxCount, 0, maxEvents); err != nil {
@@ -56,7 +59,7 @@ reaches the end. System streams ("$parked-...") are left out unless --system is 
 			buf := make([]varve.RecordedEvent, 0, 256)
 			for {
 				watch := s.Watch()
-				page, err := s.ReadAllPage(ctx, pos, buf[:0], varve.PageSize(256))
+				page, err := s.ReadAllPage(ctx, pos, buf[:0], filter, varve.PageSize(256))
 				if err != nil {
 					return err
 				}
@@ -92,5 +95,8 @@ reaches the end. System streams ("$parked-...") are left out unless --system is 
 	f.BoolVar(&noFollow, "no-follow", false, "stop at the end of the log instead of waiting for more")
 	f.BoolVar(&system, "system", false, `include the events of system streams ("$parked-...")`)
 	f.BoolVar(&jsonOut, "json", false, "print one JSON object per event, a line each")
+	f.StringSliceVar(&filter.Categories, "category", nil, "only the events of these categories")
+	f.StringSliceVar(&filter.Types, "type", nil, "only the events of these types")
+	f.StringSliceVar(&filter.StreamPrefixes, "stream-prefix", nil, "only the events of streams with these prefixes")
 	return cmd
 }

@@ -93,6 +93,9 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// A developer's $VARVE_STORE would answer for every command these
+	// tests run without --store; the tests that want it set it.
+	os.Unsetenv("VARVE_STORE")
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))

@@ -113,6 +113,28 @@ func TestOperatorCommands(t *testing.T) {
 	if r := runIn(t, "all", "tail", "--after", "start", "--count", "2", "--store", store); r.code != exitOK || strings.Count(r.stdout, "position ") != 2 {
 		t.Fatalf("all tail --count 2: exit %d\n%s", r.code, r.stdout)
 	}
+	// The store's filter: a category, and a stream prefix with a type.
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--category", "order"}, 3},
+		{[]string{"--stream-prefix", "user-", "--type", "Placed,Nope"}, 3},
+		{[]string{"--type", "Nope"}, 0},
+		{[]string{"--category", "order,user", "--category", "nope"}, 6},
+	} {
+		args := append([]string{"all", "tail", "--after", "start", "--no-follow", "--json", "--store", store}, tc.args...)
+		r := runIn(t, args...)
+		got := 0
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if line != "" {
+				got++
+			}
+		}
+		if r.code != exitOK || got != tc.want {
+			t.Fatalf("all tail %v: exit %d, %d events, want %d\n%s%s", tc.args, r.code, got, tc.want, r.stdout, r.stderr)
+		}
+	}
 
 	r = runIn(t, "subs", "ls", "--store", store, "--json="+jsonFile, "--max-lag", "100")
 	if r.code != exitOK {

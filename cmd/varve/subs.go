@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/server"
 	"github.com/varve-go/varve/subscription"
 )
@@ -78,6 +80,8 @@ more than N events parked.` + opsStoreHelp,
 		if err == nil {
 			if last, err = s.LastPosition(ctx); err == nil {
 				list, err = delivery.Consumers(ctx, s, prefix, lagLimit)
+				// A projection's origin and rebuild records are no consumers.
+				list = slices.DeleteFunc(list, func(c delivery.Consumer) bool { return projection.Bookkeeping(c.Name) })
 			}
 			for _, c := range list {
 				if err != nil {
@@ -148,15 +152,30 @@ func consumerState(c delivery.Consumer) string {
 	return "behind"
 }
 
+// runs says whether a consumer runs, by its heartbeats.
+func runs(c delivery.Consumer) string {
+	switch {
+	case c.Running == nil:
+		return "unknown"
+	case *c.Running == 1:
+		return "running"
+	case *c.Running > 1:
+		return fmt.Sprintf("running x%d", *c.Running)
+	case c.Seen:
+		return "stopped"
+	}
+	return "never seen"
+}
+
 func printConsumers(w io.Writer, list []delivery.Consumer, last varve.Position, limit int) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCHECKPOINT\tLAG\tSTATE\tPARKED")
+	fmt.Fprintln(tw, "NAME\tCHECKPOINT\tLAG\tSTATE\tRUNS\tPARKED")
 	for _, c := range list {
 		cp := "none"
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", termtext.Escape(c.Name), cp, lagText(c, limit), consumerState(c), c.Parked)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", termtext.Escape(c.Name), cp, lagText(c, limit), consumerState(c), runs(c), c.Parked)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -167,13 +186,16 @@ func printConsumers(w io.Writer, list []delivery.Consumer, last varve.Position, 
 
 func writeConsumersCSV(w io.Writer, list []delivery.Consumer) error {
 	cw := newCSV(w)
-	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked")
+	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked", "running", "seen")
 	for _, c := range list {
-		cp := ""
+		cp, running := "", ""
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
-		cw.row(c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked))
+		if c.Running != nil {
+			running = strconv.Itoa(*c.Running)
+		}
+		cw.row(c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked), running, strconv.FormatBool(c.Seen))
 	}
 	return cw.flush()
 }
