@@ -44,8 +44,7 @@ func TestConsoleLargeEvents(t *testing.T) {
 		}
 	}
 	a := serve(t, store, server.Config{})
-	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+	b.signIn(a)
 
 	// open shows a stream and waits for its events or an error, for a
 	// minute: the console drew a few 1 MiB arrays in minutes, its page

@@ -50,8 +50,7 @@ func TestConsoleProjections(t *testing.T) {
 	run(2, false)
 	a := serve(t, store, server.Config{Writes: true})
 
-	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+	b.signIn(a)
 	b.do("projections", chromedp.Navigate(a.url+"/#/projections"), chromedp.WaitVisible(chromedp.ID("projections")))
 	if list := b.text("projections"); !strings.Contains(list, "totals") || !strings.Contains(list, "live") {
 		t.Fatalf("the projections page shows:\n%s", list)

@@ -23,8 +23,7 @@ func TestConsoleStreamPaging(t *testing.T) {
 		}
 	}
 	a := serve(t, store, server.Config{})
-	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+	b.signIn(a)
 	shown := func(want string) {
 		t.Helper()
 		b.until("versions "+want, `[...document.querySelectorAll("#events article")].map(a => a.dataset.version).join(",") === "`+want+`"`)

@@ -28,8 +28,7 @@ func TestConsoleTail(t *testing.T) {
 	appendOne("cart-1", "Added")
 	appendOne("order-2", "Paid")
 	a := serve(t, store, server.Config{})
-	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+	b.signIn(a)
 
 	// A filter that matches nothing yet: the empty state says so.
 	b.do("a filter of no events", chromedp.Navigate(a.url+"/#/all?after=start&category=invoice"), chromedp.WaitVisible(chromedp.ID("tail-empty")))

@@ -80,6 +80,13 @@ func (b *browser) shot(name string) {
 
 func (b *browser) logged() []string { return b.Problems() }
 
+// signIn opens the console of a and signs in with the token.
+func (b *browser) signIn(a *api) {
+	b.t.Helper()
+	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+}
+
 // report is a page in the shape of the lab's HTML reports: inline style
 // and SVG, no script.
 const report = `<!doctype html><html><head><meta charset="utf-8"><title>varve bench: sqlite</title>
