@@ -36,7 +36,11 @@ type Backend interface {
 	// positions are after q.After, in position order, and stops after the
 	// event that reaches q.MaxBytes when that is set. It must never return an
 	// event at a position before one that may still commit later: a reader
-	// that resumes after the last event of a page misses nothing.
+	// that resumes after the last event of a page misses nothing. With
+	// q.Direction Backward it appends the events before q.Before (from the
+	// newest when q.Before is Start) in reverse position order, with the
+	// same bounds; fewer than q.Limit within the budget means the start
+	// of the log was reached.
 	ReadAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([]RecordedEvent, error)
 
 	// LastPosition returns a position at or after the last event a ReadAll
@@ -107,6 +111,13 @@ type AllQuery struct {
 	Limit int
 	// MaxBytes is the page's byte budget, as in [StreamQuery].
 	MaxBytes int
+	// Direction Backward asks for the events before Before instead, newest
+	// first, from the newest event a forward read could return now when
+	// Before is Start; After is then unused. A backward page is a view of
+	// what is readable now: an event that commits later below its
+	// positions is not in it.
+	Direction Direction
+	Before    Position
 }
 
 // Features are facts a backend states about itself: its name, whether an

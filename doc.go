@@ -1,6 +1,6 @@
 // Package varve is an event store for Go: streams of events with optimistic
-// concurrency, atomic batch appends, stream reads in both directions and a
-// gap-free global log ($all) with totally ordered positions.
+// concurrency, atomic batch appends, and reads in both directions of streams
+// and of a gap-free global log ($all) with totally ordered positions.
 //
 // A [Store] is a facade over a [Backend]. The Store validates input, applies
 // defaults, generates event ids and turns the backend's pages into iterators,
@@ -25,7 +25,9 @@
 //
 // The global log orders every event of every stream by [Position]. A reader
 // that follows $all with [Store.ReadAll] from its last position never skips a
-// committed event and never sees an event of a failed append.
+// committed event and never sees an event of a failed append. With
+// ReadBackward it reads the log newest first, as a browser does: a view of
+// what is readable at the time of each page.
 //
 // Truncating a stream removes its events before a version; deleting it removes
 // all of them (a later append with [NoStream] or [Any] starts it afresh at

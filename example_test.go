@@ -72,6 +72,33 @@ func ExampleStore_ReadAll() {
 	// checkpoint 3
 }
 
+// The newest events first, as a console shows them: a page of the global
+// log read backward from its end, then the page before it.
+func ExampleStore_ReadAllPage_backward() {
+	ctx := context.Background()
+	store, _ := varve.New(memory.New(), varve.Config{})
+	defer store.Close()
+	for i := range 5 {
+		store.Append(ctx, fmt.Sprintf("sensor-%d", i%2), varve.Any, varve.Event{Type: "Measured"})
+	}
+
+	page, _ := store.ReadAllPage(ctx, varve.Start, nil, varve.ReadBackward(), varve.Limit(2))
+	for _, e := range page.Events {
+		fmt.Println(e.Position, e.Stream)
+	}
+	older, _ := store.ReadAllPage(ctx, page.Through, nil, varve.ReadBackward(), varve.Limit(2))
+	for _, e := range older.Events {
+		fmt.Println(e.Position, e.Stream)
+	}
+	fmt.Println("more:", older.Full)
+	// Output:
+	// 5 sensor-0
+	// 4 sensor-1
+	// 3 sensor-0
+	// 2 sensor-1
+	// more: true
+}
+
 // A filter reads only the events of some categories, types or streams of
 // the global log; the backend serves it from its indexes.
 func ExampleFilter() {

@@ -168,14 +168,21 @@ type FilteredReader interface {
 }
 
 // readFiltered reads one page of at most n events and a budget of bytes
-// bytes (0: none) of the global log after after that match f. A page that
-// is not full means that nothing else matches now; through is then the
-// position the read went through.
-func (s *Store) readFiltered(ctx context.Context, after Position, n, bytes int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+// bytes (0: none) of the global log after after that match f (before it,
+// from the end when it is Start, in dir Backward). A page that is not full
+// means that nothing else matches now; through is then the position the
+// read went through. Backward pages are filtered by the Store: the
+// backends' indexes serve the readers that follow the log forward.
+func (s *Store) readFiltered(ctx context.Context, dir Direction, after Position, n, bytes int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
 	q, none := f.pushdown(s.cfg.CategorySeparator)
-	if none {
+	switch {
+	case none && dir == Backward:
+		return buf, after, nil
+	case none:
 		last, err := s.b.LastPosition(ctx)
 		return buf, laterOf(after, last), err
+	case dir == Backward:
+		return s.scanFiltered(ctx, dir, after, n, bytes, f, buf)
 	}
 	if s.filtered != nil {
 		start := len(buf)
@@ -194,14 +201,14 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n, bytes int, 
 				})
 		}
 		if errors.Is(err, ErrNotSupported) {
-			return s.scanFiltered(ctx, after, n, bytes, f, buf[:start])
+			return s.scanFiltered(ctx, dir, after, n, bytes, f, buf[:start])
 		}
 		if err != nil {
 			return out, after, err
 		}
 		return out, pageThrough(after, through, out, start, n, bytes), nil
 	}
-	return s.scanFiltered(ctx, after, n, bytes, f, buf)
+	return s.scanFiltered(ctx, dir, after, n, bytes, f, buf)
 }
 
 // scanFiltered filters pages of the global log until it has n matching
@@ -212,15 +219,19 @@ func (s *Store) readFiltered(ctx context.Context, after Position, n, bytes int, 
 // (backends keep a cursor for a reader that pages on); its size doubles
 // while the filter keeps missing, up to the store's page size. Raw pages
 // have the same byte budget, so the scan holds at most twice the budget
-// and two events.
-func (s *Store) scanFiltered(ctx context.Context, after Position, n, bytes int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
+// and two events. Backward, it reads the raw pages backward from after.
+func (s *Store) scanFiltered(ctx context.Context, dir Direction, after Position, n, bytes int, f Filter, buf []RecordedEvent) ([]RecordedEvent, Position, error) {
 	scratch, _ := s.page(paging{pageSize: s.cfg.PageSize})
 	used := 0
 	defer func() { s.release(scratch, used) }()
 	start, size, left := len(buf), 0, bytes
 	for {
 		size = min(max(n-(len(buf)-start), 2*size), s.cfg.PageSize)
-		page, err := s.readAll(ctx, AllQuery{After: after, Limit: size, MaxBytes: bytes}, (*scratch)[:0])
+		q := AllQuery{After: after, Limit: size, MaxBytes: bytes}
+		if dir == Backward {
+			q = AllQuery{Direction: Backward, Before: after, Limit: size, MaxBytes: bytes}
+		}
+		page, err := s.readAll(ctx, q, (*scratch)[:0])
 		*scratch, used = page[:0], max(used, len(page))
 		if err != nil {
 			return buf, after, err

@@ -6,16 +6,16 @@ import (
 	"iter"
 )
 
-// StreamOption is a per-call choice of [Store.ReadStream]: [ReadBackward],
-// [From], and the [ReadOption]s that fit every read.
+// StreamOption is a per-call choice of [Store.ReadStream]: [From] and the
+// [ReadOption]s that fit every read.
 type StreamOption interface{ applyStream(*streamOptions) }
 
 // AllOption is a per-call choice of [Store.ReadAll] and [Store.ReadAllPage]:
-// the [ReadOption]s that fit every read.
+// a [Filter] and the [ReadOption]s that fit every read.
 type AllOption interface{ applyAll(*allOptions) }
 
-// ReadOption is a choice that fits every read: [Limit], [PageSize] and
-// [PageBytes].
+// ReadOption is a choice that fits every read: [ReadBackward], [Limit],
+// [PageSize] and [PageBytes].
 type ReadOption struct {
 	kind readOptionKind
 	n    int
@@ -27,6 +27,7 @@ const (
 	optPageSize readOptionKind = iota
 	optLimit
 	optPageBytes
+	optBackward
 )
 
 func (o ReadOption) apply(p *paging) {
@@ -35,12 +36,20 @@ func (o ReadOption) apply(p *paging) {
 		p.limit = o.n
 	case optPageBytes:
 		p.bytes = o.n
+	case optBackward:
+		p.dir = Backward
 	default:
 		p.pageSize = o.n
 	}
 }
 func (o ReadOption) applyStream(so *streamOptions) { o.apply(&so.paging) }
 func (o ReadOption) applyAll(ao *allOptions)       { o.apply(&ao.paging) }
+
+// ReadBackward reads from the end towards the start: a stream from its
+// last version (or from [From]) down, the global log from its newest
+// event (or from before the position the read is given, when that is not
+// [Start]) down.
+func ReadBackward() ReadOption { return ReadOption{kind: optBackward} }
 
 // Limit stops a read after n events; 0 means no limit. For
 // [Store.ReadAllPage] it bounds the page.
@@ -63,23 +72,20 @@ type streamOption func(*streamOptions)
 
 func (f streamOption) applyStream(o *streamOptions) { f(o) }
 
-// ReadBackward reads a stream from its end (or from [From]) towards its start.
-func ReadBackward() StreamOption {
-	return streamOption(func(o *streamOptions) { o.dir = Backward })
-}
-
 // From starts a stream read at version v (inclusive).
 func From(v Version) StreamOption {
 	return streamOption(func(o *streamOptions) { o.from = v })
 }
 
 // paging is the bounds of a read: limit events in all (0: none), pages of
-// pageSize events and of bytes bytes of event data.
-type paging struct{ limit, pageSize, bytes int }
+// pageSize events and of bytes bytes of event data; and its direction.
+type paging struct {
+	limit, pageSize, bytes int
+	dir                    Direction
+}
 
 type streamOptions struct {
 	paging
-	dir  Direction
 	from Version
 }
 
@@ -266,8 +272,9 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts ...StreamOpt
 }
 
 // ReadAll returns the events of the global log after position after, in
-// position order, a page at a time. Close ends a read in flight with
-// [ErrClosed].
+// position order, a page at a time. With [ReadBackward] it returns them
+// newest first: those before after, or from the newest when after is
+// [Start]. Close ends a read in flight with [ErrClosed].
 func (s *Store) ReadAll(ctx context.Context, after Position, opts ...AllOption) iter.Seq2[RecordedEvent, error] {
 	return func(yield func(RecordedEvent, error) bool) {
 		fail := func(err error) { yield(RecordedEvent{}, fmt.Errorf("varve: read $all: %w", err)) }
@@ -280,32 +287,42 @@ func (s *Store) ReadAll(ctx context.Context, after Position, opts ...AllOption) 
 			fail(err)
 			return
 		}
-		q := AllQuery{After: after, MaxBytes: o.bytes}
 		if !o.filter.IsZero() {
+			at := after
 			s.readPages(ctx, o.paging, yield, fail,
 				func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
-					page, through, err := s.readFiltered(ctx, q.After, n, o.bytes, o.filter, buf)
-					q.After = through
+					page, through, err := s.readFiltered(ctx, o.dir, at, n, o.bytes, o.filter, buf)
+					at = through
 					return page, err
 				},
 				func(*RecordedEvent) bool { return true })
 			return
 		}
+		q := o.query(after, 0)
 		s.readPages(ctx, o.paging, yield, fail,
 			func(ctx context.Context, n int, buf []RecordedEvent) ([]RecordedEvent, error) {
 				q.Limit = n
 				return s.readAll(ctx, q, buf)
 			},
 			func(last *RecordedEvent) bool {
-				q.After = last.Position
+				q.After, q.Before = last.Position, last.Position
 				return true
 			})
 	}
 }
 
+// query is the backend's query for a page of $all of n events from at.
+func (o allOptions) query(at Position, n int) AllQuery {
+	if o.dir == Backward {
+		return AllQuery{Direction: Backward, Before: at, Limit: n, MaxBytes: o.bytes}
+	}
+	return AllQuery{After: at, Limit: n, MaxBytes: o.bytes}
+}
+
 // AllPage is one page of the global log.
 type AllPage struct {
-	// Events are the events read, in position order: buf extended.
+	// Events are the events read, in position order (newest first with
+	// [ReadBackward]): buf extended.
 	Events []RecordedEvent
 	// Through is the position the read went through: the last event's, or
 	// the position the read started after when the page is empty. A
@@ -317,7 +334,9 @@ type AllPage struct {
 	// Full: the page stopped at its count of events or at its byte budget
 	// ([PageBytes]), so more events may be readable after Through at once.
 	// A page that is not full holds everything (that matches) readable
-	// after the position it started after: a reader is caught up.
+	// after the position it started after: a reader is caught up. A
+	// backward page that is not full reached the start of the log; the
+	// next backward page starts before Through.
 	Full bool
 }
 
@@ -328,7 +347,8 @@ type AllPage struct {
 // keep their own position page by page, such as package subscription.
 // With a [Filter] it returns only matching events. A page that is not
 // [AllPage.Full] means that nothing else (that matches) is readable after
-// after yet.
+// after yet. With [ReadBackward] the page holds the events before after
+// (from the newest when after is [Start]), newest first.
 func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedEvent, opts ...AllOption) (AllPage, error) {
 	page := AllPage{Events: buf, Through: after}
 	err := s.ready(ctx)
@@ -340,12 +360,12 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
 		if o.filter.IsZero() {
-			page.Events, err = s.readAll(rctx, AllQuery{After: after, Limit: n, MaxBytes: o.bytes}, buf)
+			page.Events, err = s.readAll(rctx, o.query(after, n), buf)
 			if k := len(page.Events); err == nil && k > len(buf) {
 				page.Through = page.Events[k-1].Position
 			}
 		} else {
-			page.Events, page.Through, err = s.readFiltered(rctx, after, n, o.bytes, o.filter, buf)
+			page.Events, page.Through, err = s.readFiltered(rctx, o.dir, after, n, o.bytes, o.filter, buf)
 		}
 		err = readErr(rctx, err)
 		stop()
@@ -362,6 +382,10 @@ func (s *Store) readAll(ctx context.Context, q AllQuery, buf []RecordedEvent) ([
 	if s.tr == nil {
 		return s.b.ReadAll(ctx, q, buf)
 	}
-	return s.readTraced(ctx, TraceReadStartData{Op: opReadAll, After: q.After, Limit: q.Limit, MaxBytes: q.MaxBytes}, len(buf),
+	at := q.After
+	if q.Direction == Backward {
+		at = q.Before
+	}
+	return s.readTraced(ctx, TraceReadStartData{Op: opReadAll, Direction: q.Direction, After: at, Limit: q.Limit, MaxBytes: q.MaxBytes}, len(buf),
 		func(ctx context.Context) ([]RecordedEvent, error) { return s.b.ReadAll(ctx, q, buf) })
 }

@@ -109,12 +109,13 @@ type TraceReadStartData struct {
 	// Op is "read_stream", "read_all", "read_filtered", "read_query" or
 	// "read_snapshot".
 	Op string
-	// Stream is the stream of read_stream and read_snapshot; Direction and
-	// From those of read_stream.
+	// Stream is the stream of read_stream and read_snapshot; From that of
+	// read_stream; Direction that of read_stream and read_all.
 	Stream    string
 	Direction Direction
 	From      Version
-	// After is where a page of $all, of a filter or of a query starts.
+	// After is where a page of $all, of a filter or of a query starts
+	// (the position a backward page of $all is before).
 	After Position
 	// Filter is the filter of read_filtered as the backend gets it:
 	// its lists sorted, with the categories that stream prefixes imply.

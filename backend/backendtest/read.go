@@ -1,7 +1,10 @@
 package backendtest
 
 import (
+	"bytes"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +196,108 @@ func waitForPosition(t testing.TB, s *varve.Store, pos varve.Position) {
 			t.Fatalf("$all stays at %s, before a committed append at %s", p, pos)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testReadAllBackward reads $all newest first, whole and page by page,
+// filtered and within a byte budget. Other clients of a shared server
+// append too: the test keeps the events of its own streams and stops below
+// where it began.
+func testReadAllBackward(t *testing.T, f Factory) {
+	s := store(t, f)
+	pfx := prefix(t)
+	start, err := s.LastPosition(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range 9 {
+		k := 1 + i%3
+		mustAppend(t, s, pfx+[]string{"a", "b", "c"}[i%3], varve.Any, events("E", k)...)
+		n += k
+	}
+	fwd := eventually(t, s, start, pfx, n)
+	mine := func(from varve.Position, opts ...varve.AllOption) []varve.RecordedEvent {
+		t.Helper()
+		var out []varve.RecordedEvent
+		last := varve.Position{}
+		for e, err := range s.ReadAll(ctxFor(t), from, append(opts, varve.ReadBackward())...) {
+			if err != nil {
+				t.Fatalf("read $all backward before %s: %v", from, err)
+			}
+			if !last.IsZero() && !e.Position.Less(last) {
+				t.Fatalf("backward $all not newest first: %s after %s", e.Position, last)
+			}
+			if !from.IsZero() && !e.Position.Less(from) {
+				t.Fatalf("backward $all before %s returned %s", from, e.Position)
+			}
+			if !start.Less(e.Position) {
+				break
+			}
+			last = e.Position
+			if strings.HasPrefix(e.Stream, pfx) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	reversed := func(evs []varve.RecordedEvent) []varve.RecordedEvent {
+		out := slices.Clone(evs)
+		slices.Reverse(out)
+		return out
+	}
+	same := func(what string, got, want []varve.RecordedEvent) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || got[i].Position != want[i].Position || got[i].Stream != want[i].Stream || got[i].Version != want[i].Version ||
+				!bytes.Equal(got[i].Data, want[i].Data) {
+				t.Fatalf("%s: event %d is %s v%d at %s, want %s v%d at %s", what, i, got[i].Stream, got[i].Version, got[i].Position,
+					want[i].Stream, want[i].Version, want[i].Position)
+			}
+		}
+	}
+	same("from the end", mine(varve.Start), reversed(fwd))
+	mid := len(fwd) / 2
+	same("before the middle", mine(fwd[mid].Position, varve.PageSize(2)), reversed(fwd[:mid]))
+	same("by pages of one", mine(fwd[len(fwd)-1].Position, varve.PageSize(1)), reversed(fwd[:len(fwd)-1]))
+	var wantA []varve.RecordedEvent
+	for _, e := range fwd {
+		if e.Stream == pfx+"a" {
+			wantA = append(wantA, e)
+		}
+	}
+	// The filter's matches are this test's alone, so a read limited to
+	// their count ends at the last of them, however long the log below is.
+	filtered, err := collect(s.ReadAll(ctxFor(t), varve.Start, varve.Filter{StreamPrefixes: []string{pfx + "a"}}, varve.ReadBackward(),
+		varve.Limit(len(wantA)), varve.PageSize(2)))
+	if err != nil {
+		t.Fatalf("filtered backward read: %v", err)
+	}
+	same("filtered", filtered, reversed(wantA))
+
+	// Other clients' events may lie between this test's: a page is checked
+	// by its positions.
+	page, err := s.ReadAllPage(ctxFor(t), fwd[mid].Position, nil, varve.ReadBackward(), varve.Limit(3))
+	if err != nil || !page.Full || len(page.Events) != 3 || page.Through != page.Events[2].Position ||
+		!page.Events[0].Position.Less(fwd[mid].Position) || page.Events[0].Position.Less(fwd[mid-1].Position) ||
+		!page.Events[1].Position.Less(page.Events[0].Position) || !page.Events[2].Position.Less(page.Events[1].Position) {
+		t.Fatalf("a backward page of 3 before %s: %d events through %s, full %v, %v", fwd[mid].Position, len(page.Events), page.Through, page.Full, err)
+	}
+	page, err = s.ReadAllPage(ctxFor(t), fwd[mid].Position, nil, varve.ReadBackward(), varve.PageBytes(1))
+	if err != nil || !page.Full || len(page.Events) != 1 || !page.Events[0].Position.Less(fwd[mid].Position) || page.Events[0].Position.Less(fwd[mid-1].Position) {
+		t.Fatalf("a backward page of 1 byte before %s: %d events, full %v, %v", fwd[mid].Position, len(page.Events), page.Full, err)
+	}
+	// Before the log's first event there is nothing: the page is not full.
+	first, err := s.ReadAllPage(ctxFor(t), varve.Start, nil, varve.Limit(1))
+	if err != nil || len(first.Events) != 1 {
+		t.Fatalf("the first event of $all: %d events, %v", len(first.Events), err)
+	}
+	page, err = s.ReadAllPage(ctxFor(t), first.Events[0].Position, nil, varve.ReadBackward())
+	if err != nil || page.Full || len(page.Events) != 0 || page.Through != first.Events[0].Position {
+		t.Fatalf("a backward page before the first event %s: %d events through %s, full %v, %v",
+			first.Events[0].Position, len(page.Events), page.Through, page.Full, err)
 	}
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadPaged", testReadPaged},
 		{"ReadLongStream", testReadLongStream},
 		{"ReadAllOrder", testReadAllOrder},
+		{"ReadAllBackward", testReadAllBackward},
 		{"PageBytes", testPageBytes},
 		{"FilteredRead", testFilteredRead},
 		{"MultiAppend", testMultiAppend},

@@ -446,8 +446,20 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	l := &b.log
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	i := sort.Search(len(l.recs), func(i int) bool { return q.After.Less(l.recs[i].ev.Position) })
 	budget := newBudget(q.Limit, q.MaxBytes)
+	if q.Direction == varve.Backward {
+		i := len(l.recs)
+		if !q.Before.IsZero() {
+			i = sort.Search(len(l.recs), func(i int) bool { return !l.recs[i].ev.Position.Less(q.Before) })
+		}
+		for i--; i >= 0 && budget.open(); i-- {
+			if r := l.recs[i]; !r.dead {
+				buf = budget.add(buf, &r.ev)
+			}
+		}
+		return buf, nil
+	}
+	i := sort.Search(len(l.recs), func(i int) bool { return q.After.Less(l.recs[i].ev.Position) })
 	for ; i < len(l.recs) && budget.open(); i++ {
 		if r := l.recs[i]; !r.dead {
 			buf = budget.add(buf, &r.ev)

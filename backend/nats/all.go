@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -26,6 +27,14 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if err := b.refreshFloors(ctx); err != nil {
 		return buf, b.fail("read floor entries", err)
 	}
+	if q.Direction == varve.Backward {
+		start := len(buf)
+		buf, err := b.readAllBackward(ctx, q, buf)
+		if err != nil {
+			return buf[:start], b.fail("", err)
+		}
+		return buf, nil
+	}
 	cur := b.cursors.take("", q.After)
 	if cur == nil {
 		cur = &allCursor{k: b.c.Cursor(b.allSubj, max(q.After.Commit, 1), q.Limit+1)}
@@ -43,6 +52,70 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		cur.at = buf[len(buf)-1].Position
 	}
 	b.cursors.park(cur)
+	return buf, nil
+}
+
+// readAllBackward appends the events of a backward page of $all: it scans
+// windows of the log's messages forward, each window ending where the one
+// before began and four times as long, keeping the newest q.Limit events
+// of each, until the page is full or the first message was read.
+func (b *Backend) readAllBackward(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
+	end := q.Before.Commit
+	if q.Before.IsZero() {
+		m, found, err := b.c.GetLast(ctx, b.allSubj)
+		if err != nil || !found {
+			return buf, err
+		}
+		end = m.Seq
+	}
+	start, bud := len(buf), newBudget(q.MaxBytes)
+	var chunk []varve.RecordedEvent
+	for w := uint64(max(q.Limit, 16)); end > 0 && len(buf)-start < q.Limit && !bud.spent(); w *= 4 {
+		from := uint64(1)
+		if end > w {
+			from = end - w + 1
+		}
+		chunk = chunk[:0]
+		err := b.c.Scan(ctx, b.allSubj, from, end, int(end-from+1), func(m jsclient.Msg) (bool, error) {
+			if m.Seq > end {
+				return false, nil
+			}
+			st, err := getState(m.Data)
+			if err != nil {
+				return false, fmt.Errorf("message %d: %w", m.Seq, err)
+			}
+			if !st.isCommit() {
+				return true, nil
+			}
+			stream, _, err := b.streamOf(m.Subject)
+			if err != nil {
+				return false, fmt.Errorf("message %d on %q: %w", m.Seq, m.Subject, err)
+			}
+			p, gone, err := b.livePayload(ctx, m, st)
+			if err != nil || gone {
+				return err == nil, err
+			}
+			all := newBudget(0)
+			if chunk, err = emit(chunk, p, stream, m.Seq, st, 0, b.floors.of(m.Seq), st.version, math.MaxInt, &all); err != nil {
+				return false, err
+			}
+			for !q.Before.IsZero() && len(chunk) > 0 && !chunk[len(chunk)-1].Position.Less(q.Before) {
+				chunk = chunk[:len(chunk)-1]
+			}
+			if n := len(chunk); n > 2*q.Limit {
+				chunk = chunk[:copy(chunk, chunk[n-q.Limit:])]
+			}
+			return true, nil
+		})
+		if err != nil {
+			return buf, err
+		}
+		for i := len(chunk) - 1; i >= 0 && len(buf)-start < q.Limit && !bud.spent(); i-- {
+			buf = append(buf, chunk[i])
+			bud.left -= chunk[i].Size()
+		}
+		end = from - 1
+	}
 	return buf, nil
 }
 

@@ -7,6 +7,7 @@ type queries struct {
 
 	readForward, readBackward string
 	readAll, lastPosition     string
+	readAllBackward           string
 	streamInfo                string
 
 	// Filtered reads of $all: by the categories' index, by the types'
@@ -166,6 +167,11 @@ LIMIT $3`,
 FROM ` + s + `.events e
 WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + `
 ORDER BY e.tx, e.seq
+LIMIT $3`,
+		readAllBackward: `SELECT ` + allCols + `
+FROM ` + s + `.events e
+WHERE (e.tx, e.seq) < ($1, $2) AND e.tx < ` + horizon + `
+ORDER BY e.tx DESC, e.seq DESC
 LIMIT $3`,
 		lastPosition: `SELECT e.tx, e.seq FROM ` + s + `.events e
 WHERE e.tx < ` + horizon + `

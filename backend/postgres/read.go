@@ -162,13 +162,21 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 
 // ReadAll reads one page of $all: rows ordered by (tx, seq) after q.After
 // and below the snapshot's xmin, so that no transaction that is still
-// running can later commit an event before the page's last position.
+// running can later commit an event before the page's last position. A
+// backward page reads below the same horizon, down from q.Before.
 func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
 	if err := b.begin(ctx); err != nil {
 		return buf, err
 	}
 	b.requests.Add(1)
-	rows, err := b.pool.Query(ctx, b.sql.readAll, clamp(q.After.Commit), clamp(q.After.Seq), q.Limit)
+	stmt, at := b.sql.readAll, q.After
+	if q.Direction == varve.Backward {
+		stmt, at = b.sql.readAllBackward, q.Before
+		if at.IsZero() {
+			at = varve.Position{Commit: math.MaxInt64, Seq: math.MaxInt64}
+		}
+	}
+	rows, err := b.pool.Query(ctx, stmt, clamp(at.Commit), clamp(at.Seq), q.Limit)
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}

@@ -23,6 +23,7 @@ func TestQueryPlans(t *testing.T) {
 		{"read forward", qReadForward, []driver.Value{int64(1), "s", int64(10)}},
 		{"read backward", qReadBackward, []driver.Value{int64(1), "s", int64(10)}},
 		{"read all", qReadAll, []driver.Value{int64(0), int64(10)}},
+		{"read all backward", qReadAllBackward, []driver.Value{int64(100), int64(10)}},
 		{"last position", qLastPosition, nil},
 		{"next position", qNextPosition, nil},
 		{"stream row", qStreamRow, []driver.Value{"s"}},

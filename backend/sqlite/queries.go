@@ -85,6 +85,10 @@ WHERE s.name = ?2 ORDER BY e.version DESC LIMIT ?3`
 FROM events e CROSS JOIN streams s ON s.id = e.stream_id
 WHERE e.position > ?1 ORDER BY e.position LIMIT ?2`
 
+	qReadAllBackward = `SELECT e.position, s.name, e.version, e.event_id, e.type, e.data, e.metadata, e.recorded_at, e.tags
+FROM events e CROSS JOIN streams s ON s.id = e.stream_id
+WHERE e.position < ?1 ORDER BY e.position DESC LIMIT ?2`
+
 	qLastPosition = `SELECT ifnull(max(position), 0) FROM events`
 
 	qLoadSnapshot = `SELECT version, schema_version, data, taken_at FROM snapshots WHERE stream = ?1`

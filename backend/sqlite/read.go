@@ -101,14 +101,20 @@ func (b *Backend) ReadStream(ctx context.Context, q varve.StreamQuery, buf []var
 // assigned in commit order, so every page is a gap-free prefix of what is
 // committed after q.After.
 func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.RecordedEvent) ([]varve.RecordedEvent, error) {
-	after := int64(min(q.After.Seq, math.MaxInt64))
-	if q.After.Commit > 0 {
+	stmt, at := qReadAll, int64(min(q.After.Seq, math.MaxInt64))
+	switch {
+	case q.Direction == varve.Backward:
+		stmt, at = qReadAllBackward, int64(min(q.Before.Seq, math.MaxInt64))
+		if q.Before.IsZero() || q.Before.Commit > 0 {
+			at = math.MaxInt64
+		}
+	case q.After.Commit > 0:
 		// A compound position is after every position of this backend.
 		return buf, nil
 	}
 	left := q.MaxBytes
 	err := b.read(ctx, func(c *conn) error {
-		return c.query(ctx, qReadAll, func(v []driver.Value) error {
+		return c.query(ctx, stmt, func(v []driver.Value) error {
 			e := varve.RecordedEvent{
 				Position: varve.Position{Seq: uint64(asInt(v[0]))},
 				Stream:   asString(v[1]),
@@ -120,7 +126,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 				return errStop
 			}
 			return err
-		}, after, int64(q.Limit))
+		}, at, int64(q.Limit))
 	})
 	if err != nil {
 		return buf, fmt.Errorf("sqlite: read $all: %w", err)
