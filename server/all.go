@@ -14,8 +14,17 @@ import (
 	"github.com/varve-go/varve"
 )
 
+// readAll answers a page of $all: forward after a position (default the
+// start), or with direction=backward newest first before a position
+// (default the end). next is where the following page starts (after it,
+// or before it backward); end says that the page reached the end (the
+// start, backward) of what is readable now.
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "after", "limit", "system", "category", "type", "stream_prefix")
+	q, err := params(r, "after", "before", "direction", "limit", "system", "category", "type", "stream_prefix")
+	if err != nil {
+		return err
+	}
+	backward, err := directionParam(q)
 	if err != nil {
 		return err
 	}
@@ -28,7 +37,14 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after, err := positionParam(q, "after", varve.Start, func() (varve.Position, error) { return s.store.LastPosition(r.Context()) })
+	opts := []varve.AllOption{filter, varve.PageSize(limit), varve.PageBytes(s.cfg.MaxPageBytes)}
+	var at varve.Position
+	if backward {
+		at, err = beforeParam(q)
+		opts = append(opts, varve.ReadBackward())
+	} else {
+		at, err = positionParam(q, "after", varve.Start, func() (varve.Position, error) { return s.store.LastPosition(r.Context()) })
+	}
 	if err != nil {
 		return err
 	}
@@ -37,7 +53,7 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer h.done()
-	page, err := s.store.ReadAllPage(r.Context(), after, nil, filter, varve.PageSize(limit), varve.PageBytes(s.cfg.MaxPageBytes))
+	page, err := s.store.ReadAllPage(r.Context(), at, nil, opts...)
 	if err != nil {
 		return err
 	}
@@ -46,6 +62,40 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
 		page.Events = dropSystem(page.Events, h)
 	}
 	return writePage(w, r, page.Events, h, map[string]any{"through": page.Through, "next": page.Through, "more": page.Full, "end": !page.Full})
+}
+
+// directionParam reads direction (forward, the default, or backward) and
+// refuses the position parameter of the other direction.
+func directionParam(q url.Values) (backward bool, err error) {
+	switch d := q.Get("direction"); d {
+	case "", "forward":
+		if q.Has("before") {
+			return false, badRequest("parameter before goes with direction=backward (forward pages start after a position: after)")
+		}
+		return false, nil
+	case "backward":
+		if q.Has("after") {
+			return false, badRequest("parameter after goes with direction=forward (backward pages start before a position: before)")
+		}
+		return true, nil
+	default:
+		return false, badRequest(`parameter direction=%q: want "forward" or "backward"`, d)
+	}
+}
+
+// beforeParam is where a backward read starts: before a position, or at
+// the end of the log ("end" or no parameter: varve.Start, which a backward
+// read takes as the end).
+func beforeParam(q url.Values) (varve.Position, error) {
+	v := q.Get("before")
+	if v == "" || v == "end" {
+		return varve.Start, nil
+	}
+	p, err := varve.ParsePosition(v)
+	if err != nil || p.IsZero() {
+		return p, badRequest(`parameter before=%q: want a position after the start ("12" or "7:3") or "end"`, v)
+	}
+	return p, nil
 }
 
 // filterParam is the filter of a read of $all: comma-separated lists of

@@ -14,7 +14,9 @@
 //	GET  /api/v1/streams/{id}/events?from=&direction=&limit=   a page of the stream, forward or backward
 //	POST /api/v1/streams/{id}/events                 append (writes enabled)
 //	GET  /api/v1/all?after=&limit=&system=&category=&type=&stream_prefix=   a page of $all (next, more, end)
+//	GET  /api/v1/all?direction=backward&before=&...  a page of $all newest first, before a position or from the end
 //	GET  /api/v1/all/tail?after=&system=&category=&type=&stream_prefix=     $all live, as Server-Sent Events
+//	GET  /api/v1/events?id=|correlation_id=&before=&scan=&limit=   find events, reading $all backward (next, end, scanned)
 //	GET  /api/v1/subscriptions?prefix=               consumers: checkpoints, lag, parked counts
 //	GET  /api/v1/subscriptions/{name}                one consumer and its parked events
 //	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink or a projection)
@@ -35,8 +37,12 @@
 // new, whatever data the re-sent events carry (the store keeps the first
 // payload; a client that must know compares it with a read). $all pages
 // and the live tail leave the events of system streams out unless asked
-// (system=true), as the CLI does; a page of $all gives the after of the
-// next page (next) and says whether it reached the end (end).
+// (system=true), as the CLI does; a page of $all gives where the next page
+// starts (next: its after, or its before backward) and says whether it
+// reached the end (end; the start, backward). No index serves a lookup by
+// event id or correlation id ("correlation_id" in the metadata): a search
+// reads $all backward, at most scan events (default 10,000), and answers
+// its matches with where to go on.
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // status that fits: 400 for bad input (the message names the parameter or

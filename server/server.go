@@ -204,6 +204,7 @@ func (s *Server) routes() {
 	api("POST /api/v1/streams/{id}/events", write, false, s.appendEvents)
 	api("GET /api/v1/all", read, false, s.readAll)
 	api("GET /api/v1/all/tail", read, true, s.tail)
+	api("GET /api/v1/events", read, false, s.searchEvents)
 	api("GET /api/v1/subscriptions", read, false, s.listSubscriptions)
 	api("GET /api/v1/subscriptions/{name}", read, false, s.subscription)
 	api("POST /api/v1/subscriptions/{name}/parked/replay", write, false, s.replayParked)
