@@ -113,6 +113,39 @@ func TestOperatorCommands(t *testing.T) {
 	if r := runIn(t, "all", "tail", "--after", "start", "--count", "2", "--store", store); r.code != exitOK || strings.Count(r.stdout, "position ") != 2 {
 		t.Fatalf("all tail --count 2: exit %d\n%s", r.code, r.stdout)
 	}
+	// Newest first: the same events in reverse, from the end or before a
+	// position, then filtered.
+	backward := func(args ...string) []string {
+		t.Helper()
+		r := runIn(t, append([]string{"all", "tail", "--backward", "--json", "--store", store}, args...)...)
+		if r.code != exitOK {
+			t.Fatalf("all tail --backward %v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		var out []string
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var e struct {
+				Position varve.Position `json:"position"`
+			}
+			if line != "" && json.Unmarshal([]byte(line), &e) == nil {
+				out = append(out, e.Position.String())
+			}
+		}
+		return out
+	}
+	if got := backward(); len(got) != 9 || got[0] != last.String() {
+		t.Fatalf("all tail --backward: %v, want 9 events from %s down", got, last)
+	}
+	if got := backward("--before", last.String(), "--count", "2"); len(got) != 2 || got[0] == last.String() {
+		t.Fatalf("all tail --backward --before %s --count 2: %v", last, got)
+	}
+	if got := backward("--category", "order"); len(got) != 3 {
+		t.Fatalf("all tail --backward --category order: %v, want 3 events", got)
+	}
+	for _, bad := range [][]string{{"--backward", "--after", "start"}, {"--before", "3"}, {"--backward", "--before", "start"}} {
+		if r := runIn(t, append([]string{"all", "tail", "--store", store}, bad...)...); r.code != exitUsage {
+			t.Fatalf("all tail %v: exit %d, want a usage error\n%s", bad, r.code, r.stderr)
+		}
+	}
 	// The store's filter: a category, and a stream prefix with a type.
 	for _, tc := range []struct {
 		args []string
