@@ -55,6 +55,9 @@ func TestConsoleLayout(t *testing.T) {
 		{"#/streams", "streams", "Streams · varve console"},
 		{"#/stream/order-1", "events", "order-1 · Stream · varve console"},
 		{"#/all", "tail-rows", "$all live · varve console"},
+		{"#/log", "log", "$all · varve console"},
+		{"#/find?correlation_id=x", "found", "Find · varve console"},
+		{"#/event/order-1/1", "event", "OrderPlaced · order-1 v1 · varve console"},
 		{"#/subscriptions", "subscriptions", "Subscriptions · varve console"},
 		{"#/subscription/hooks", "parked", "hooks · Subscription · varve console"},
 	}

@@ -272,13 +272,13 @@ function route() {
   const parts = path.split("/").filter(Boolean);
   const view = parts[0] || "streams";
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.dataset.view === view || (a.dataset.view === "streams" && view === "stream") ||
+    a.classList.toggle("active", a.dataset.view === view || (a.dataset.view === "streams" && view === "stream") || (a.dataset.view === "log" && ["all", "find", "event"].includes(view)) ||
       (a.dataset.view === "subscriptions" && view === "subscription") || (a.dataset.view === "projections" && view === "projection"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
-  const titles = {streams: "Streams", stream: "Stream", all: "$all live", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports"};
+  const titles = {streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports"};
   document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
-  const views = {streams: streamsView, stream: streamView, all: allView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, reports: reportsView};
+  const views = {streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
   fn(arg, q).catch((err) => {
@@ -516,6 +516,136 @@ async function follow(after, filter, signal, on) {
     }
     await new Promise((r) => setTimeout(r, Math.min(5000, 500 * (attempt + 1))));
   }
+}
+
+// ---- $all, browsed; finding events; an event -------------------------------------
+
+// filterFields are the inputs of the library's filter, filled from q.
+function filterFields(q, prefix) {
+  const fields = {};
+  for (const [k, label] of [["category", "category"], ["type", "type"], ["stream_prefix", "stream prefix"]]) {
+    fields[k] = el("input", {type: "text", id: prefix + k, value: q.get(k) || "", size: 12, placeholder: "any", "aria-label": label});
+  }
+  return fields;
+}
+
+function eventLink(e, text) { return el("a", {href: "#/event/" + enc(e.stream) + "/" + e.version, class: "mono"}, text); }
+
+function eventRow(e) {
+  const p = preview(e);
+  return el("tr", {"data-position": e.position},
+    el("td", {class: "num mono"}, eventLink(e, e.position)),
+    el("td", {class: "mono"}, streamLink(e.stream)),
+    el("td", {class: "num"}, e.version),
+    el("td", {}, e.type),
+    el("td", {}, when(e.recorded_at)),
+    el("td", {class: "mono preview", title: p}, p));
+}
+
+function eventTable(id, events, empty) {
+  return el("table", {id},
+    el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Position"), el("th", {}, "Stream"), el("th", {class: "num"}, "Version"), el("th", {}, "Type"), el("th", {}, "Recorded"), el("th", {}, "Data"))),
+    el("tbody", {}, events.length ? events.map(eventRow) : el("tr", {}, el("td", {colspan: 6, class: "muted"}, empty))));
+}
+
+// findForm looks an event up by id, or events by correlation id.
+function findForm(value) {
+  const input = el("input", {type: "text", id: "find-value", value: value || "", size: 38, placeholder: "event id or correlation id", "aria-label": "event id or correlation id"});
+  return el("form", {class: "toolbar", id: "find", onsubmit: (ev) => {
+    ev.preventDefault();
+    const v = input.value.trim();
+    if (!v) return;
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v);
+    location.hash = "#/find?" + new URLSearchParams(uuid ? {id: v} : {correlation_id: v});
+  }}, input, el("button", {type: "submit", id: "find-submit"}, "Find"));
+}
+
+// logView pages through $all with the library's filter, newest first: a
+// page backward from the end or before a position, or forward after one
+// (shown newest first too).
+async function logView(_, q) {
+  const sizes = ["20", "50", "100", "500"];
+  const limit = sizes.includes(q.get("limit")) ? q.get("limit") : "50";
+  const filter = {};
+  for (const k of ["category", "type", "stream_prefix"]) if (q.get(k)) filter[k] = q.get(k);
+  const forward = q.has("after");
+  const params = new URLSearchParams({limit, ...filter});
+  if (forward) params.set("after", q.get("after")); else { params.set("direction", "backward"); if (q.get("before")) params.set("before", q.get("before")); }
+  const page = await api("all?" + params);
+  const events = forward ? page.events.slice().reverse() : page.events;
+  const self = (p) => "#/log?" + new URLSearchParams({limit, ...filter, ...p});
+  const newest = events.length ? events[0].position : null, oldest = events.length ? events[events.length - 1].position : null;
+  // Newer: forward after the newest shown, unless this page is the head.
+  const atHead = forward ? page.end : !q.get("before");
+  const newer = !atHead && newest ? self({after: newest}) : null;
+  // Older: backward before the oldest shown, unless this page reached the start.
+  const atStart = forward ? false : page.end;
+  const older = !atStart && oldest ? self({before: oldest}) : null;
+  const fields = filterFields(q, "log-");
+  const size = el("select", {id: "log-size", "aria-label": "events per page", onchange: () => { location.hash = self({...(forward ? {after: q.get("after")} : (q.get("before") ? {before: q.get("before")} : {})), limit: size.value}); }},
+    ...sizes.map((v) => el("option", {value: v, selected: v === limit}, v + " per page")));
+  show(
+    el("h1", {}, "$all"),
+    findForm(""),
+    el("form", {class: "toolbar", id: "log-filter", onsubmit: (ev) => {
+      ev.preventDefault();
+      const p = new URLSearchParams({limit});
+      for (const [k, f] of Object.entries(fields)) if (f.value.trim()) p.set(k, f.value.trim());
+      location.hash = "#/log?" + p;
+    }},
+      el("label", {}, "category ", fields.category), el("label", {}, "type ", fields.type), el("label", {}, "stream prefix ", fields.stream_prefix),
+      el("button", {type: "submit", id: "log-apply"}, "Filter"), size,
+      el("a", {href: "#/all?" + new URLSearchParams(filter), id: "log-live"}, "Follow live →")),
+    el("div", {class: "toolbar"},
+      el("a", {href: self({}), id: "log-newest"}, "Newest"),
+      newer ? el("a", {href: newer, id: "log-newer"}, "← Newer") : null,
+      older ? el("a", {href: older, id: "log-older"}, "Older →") : null,
+      el("span", {class: "muted"}, events.length ? "positions " + oldest + " to " + newest : "")),
+    eventTable("log", events, "No events" + (Object.keys(filter).length ? " match the filter" : "") + " here."));
+}
+
+// findView shows the events a search of $all found, newest first, and
+// goes on with an older part of the log.
+async function findView(_, q) {
+  const params = new URLSearchParams();
+  for (const k of ["id", "correlation_id", "before", "scan"]) if (q.get(k)) params.set(k, q.get(k));
+  const what = q.get("id") ? "event id " + q.get("id") : "correlation id " + q.get("correlation_id");
+  const res = await api("events?" + params);
+  const on = new URLSearchParams(params);
+  on.set("before", res.next || "");
+  show(
+    el("h1", {}, "Find"),
+    findForm(q.get("id") || q.get("correlation_id")),
+    el("p", {class: "muted", id: "find-summary"}, "Events with " + what + (q.get("before") ? " before position " + q.get("before") : "") + ": " + res.events.length +
+      " found in " + res.scanned.toLocaleString("en") + " events read newest first" + (res.end ? ", down to the start of $all." : ".")),
+    eventTable("found", res.events, "None found."),
+    res.end ? null : el("p", {class: "toolbar"}, el("a", {href: "#/find?" + on, id: "find-more"}, "Search older events →")));
+}
+
+// eventView is an event's page: its permalink is #/event/<stream>/<version>.
+async function eventView(arg) {
+  const i = arg.lastIndexOf("/");
+  const stream = arg.slice(0, i), version = arg.slice(i + 1);
+  if (i < 1 || !/^[1-9][0-9]*$/.test(version)) throw new Error("An event's page is #/event/<stream>/<version>.");
+  const page = await api("streams/" + enc(stream) + "/events?" + new URLSearchParams({direction: "forward", from: version, limit: "1"}));
+  const e = page.events[0];
+  if (!e || String(e.version) !== version) throw new Error("Stream " + stream + " has no event at version " + version + " (truncated, deleted, or not written yet).");
+  document.title = e.type + " · " + stream + " v" + version + " · varve console";
+  const copy = el("button", {type: "button", id: "event-copy", onclick: () => {
+    navigator.clipboard.writeText(JSON.stringify(e, null, 2)).then(() => { copy.textContent = "Copied"; }, (err) => { copy.textContent = "Copy failed: " + err.message; });
+  }}, "Copy raw JSON");
+  show(
+    el("h1", {}, "Event ", el("span", {class: "mono", id: "event-title"}, e.type)),
+    el("div", {class: "cards"},
+      card("Stream", streamLink(e.stream)), card("Version", e.version, "event-version"), card("Position", e.position, "event-position"),
+      card("Recorded", when(e.recorded_at)), card("Id", e.id, "event-id")),
+    el("div", {class: "toolbar"}, copy,
+      el("a", {href: "#/stream/" + enc(stream) + "?" + new URLSearchParams({dir: "forward", from: version})}, "In its stream"),
+      el("a", {href: "#/log?" + new URLSearchParams({before: e.position})}, "Older in $all"),
+      el("a", {href: "#/log?" + new URLSearchParams({after: e.position})}, "Newer in $all")),
+    el("article", {class: "event", id: "event"},
+      el("div", {class: "head"}, el("span", {}, "data")), payload(e, "data"),
+      el("div", {class: "head"}, el("span", {}, "metadata")), payload(e, "metadata")));
 }
 
 // runBadge says whether a consumer runs, by its heartbeats: running (in
