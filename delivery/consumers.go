@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/subscription"
@@ -45,6 +46,10 @@ type Consumer struct {
 	// is stopped, one never seen only has a checkpoint or parked events.
 	Running *int `json:"running"`
 	Seen    bool `json:"seen"`
+	// LastSeen is when a process last ran it, as its heartbeats recorded
+	// it ([subscription.LastSeen]); nil when none did (or the store keeps
+	// no snapshots). A consumer that does not run stopped about then.
+	LastSeen *time.Time `json:"last_seen"`
 
 	parkedStream bool // the parked stream exists
 }
@@ -130,6 +135,11 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 		return c, nil, err
 	}
 	c.Seen = seen
+	if at, ok, err := subscription.LastSeen(ctx, store, name); err != nil {
+		return c, nil, err
+	} else if ok {
+		c.LastSeen, c.Seen = &at, true
+	}
 	if beats, err := subscription.Running(ctx, store, name); err == nil {
 		n := len(beats)
 		c.Running = &n

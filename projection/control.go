@@ -191,6 +191,9 @@ type VersionInfo struct {
 	// segments' included), by their heartbeats ([subscription.Running]);
 	// nil when the store keeps no leases.
 	Running *int `json:"running"`
+	// LastSeen is when a process last ran the version, as its runner's
+	// heartbeats recorded it ([subscription.LastSeen]); nil when none did.
+	LastSeen *time.Time `json:"last_seen"`
 	// Current is set for the version to serve.
 	Current bool `json:"current"`
 	// RebuildPending is set when a rebuild was requested that the version's
@@ -350,6 +353,11 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		}
 		if vi.Lag, vi.LagMore, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
 			return info, fmt.Errorf("projection %q: lag: %w", name, err)
+		}
+		if at, ok, err := subscription.LastSeen(ctx, store, CheckpointName(name, v)); err != nil {
+			return info, fmt.Errorf("projection %q: %w", name, err)
+		} else if ok {
+			vi.LastSeen = &at
 		}
 		if beats, err := store.Leases().List(ctx, subscription.HeartbeatPrefix+CheckpointName(name, v)+"/"); err == nil {
 			n := len(beats)

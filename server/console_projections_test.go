@@ -48,6 +48,20 @@ func TestConsoleProjections(t *testing.T) {
 	}
 	v1 := run(1, true)
 	run(2, false)
+	// A projection that ran and stopped: its page says since when.
+	archive, err := projection.NewRunner(store, projection.Projection{Name: "archive", Version: 1,
+		Handle: func(context.Context, projection.Batch) error { return nil }}, projection.Config{ControlPoll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stopArchive := context.WithCancel(ctx)
+	archived := make(chan error, 1)
+	go func() { archived <- archive.Run(actx) }()
+	<-archive.Live()
+	stopArchive()
+	if err := <-archived; err != nil {
+		t.Fatal(err)
+	}
 	a := serve(t, store, server.Config{Writes: true})
 
 	b.signIn(a)
@@ -86,6 +100,10 @@ func TestConsoleProjections(t *testing.T) {
 	b.do("consumers", chromedp.Navigate(a.url+"/#/subscriptions"), chromedp.WaitVisible(chromedp.ID("subscriptions")))
 	if subs := b.text("subscriptions"); !strings.Contains(subs, "projection-totals-v1") || strings.Contains(subs, "-origin") || !strings.Contains(subs, "running") {
 		t.Fatalf("the consumers page shows:\n%s", subs)
+	}
+	b.do("the stopped projection", chromedp.Navigate(a.url+"/#/projection/archive"), chromedp.WaitVisible(chromedp.ID("versions")))
+	if v := b.text("versions"); !strings.Contains(v, "stopped since") {
+		t.Fatalf("the stopped projection's versions show:\n%s", v)
 	}
 }
 

@@ -72,8 +72,8 @@
 // checkpoint, its lag (the events of $all after the checkpoint, counted up
 // to Config.LagLimit, system streams left out as subscriptions leave them
 // out), whether it is caught up, and its parked events. Whether a consumer
-// runs is its heartbeat (subscription.Running): running, stopped or never
-// seen. Replaying parked
+// runs is its heartbeat (subscription.Running): running, stopped since it
+// was last seen (subscription.LastSeen), or never seen. Replaying parked
 // events needs a sink, which Config.Replay gives per subscription; those of
 // a projection's version (projection-<name>-v<version>) go back through
 // its runner instead (projection.ReplayParked: 202 with the request,

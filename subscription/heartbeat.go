@@ -23,13 +23,25 @@ const HeartbeatPrefix = "heartbeat/"
 // DefaultHeartbeat is the default of [Config.Heartbeat].
 const DefaultHeartbeat = 2 * time.Second
 
+// SeenPrefix begins the key of the record of when a process last ran a
+// consumer: SeenPrefix and the consumer's name, the snapshot of that
+// (eventless) system stream, saved by a heartbeat every SeenBeats beats and
+// when it stops; [LastSeen] reads it.
+const SeenPrefix = "$seen-"
+
+// SeenBeats is how many beats a heartbeat lets pass between two records of
+// [LastSeen]: a consumer whose processes were killed is seen last at most
+// this many beats before they stopped.
+const SeenBeats = 5
+
 // Heartbeat records, while the subscription runs, that a process runs it:
 // a lease of the store's ([varve.LeaseStore]) renewed every
 // Config.Heartbeat for three of them, which the stop it returns releases.
 // [Run], a delivery dispatcher and a projection runner call it; a reader
 // that calls Next itself may too. It does nothing on a store without
 // leases, or with Config.Heartbeat negative. A beat that fails is tried
-// again at the next one.
+// again at the next one. On a store with snapshots it also records when it
+// last beat ([LastSeen]).
 func (s *Subscription) Heartbeat(ctx context.Context) (stop func()) {
 	every := s.cfg.Heartbeat
 	if every == 0 {
@@ -46,9 +58,14 @@ func (s *Subscription) Heartbeat(ctx context.Context) (stop func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var held varve.Lease
+		var seen time.Time
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
+			// Seen first: a process that shows as running was recorded.
+			if now := time.Now(); now.Sub(seen) >= SeenBeats*every && s.saveSeen(ctx, now) == nil {
+				seen = now
+			}
 			if l, err := leases.Acquire(ctx, name, holder, ttl); err == nil {
 				held = l
 			}
@@ -56,6 +73,7 @@ func (s *Subscription) Heartbeat(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				if held.Token != 0 {
 					rctx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+					_ = s.saveSeen(rctx, time.Now())
 					_ = leases.Release(rctx, held)
 					done()
 				}
@@ -66,6 +84,29 @@ func (s *Subscription) Heartbeat(ctx context.Context) (stop func()) {
 	})
 	var once sync.Once
 	return func() { once.Do(func() { cancel(); wg.Wait() }) }
+}
+
+// saveSeen records that a process ran the subscription at t.
+func (s *Subscription) saveSeen(ctx context.Context, t time.Time) error {
+	if !s.store.Capabilities().Snapshots {
+		return nil
+	}
+	return s.store.Snapshots().Save(ctx, varve.Snapshot{Stream: SeenPrefix + s.cfg.Name, Version: 1, SchemaVersion: 1, Data: []byte(`{}`), TakenAt: t})
+}
+
+// LastSeen returns when a process last ran the consumer name, as its
+// heartbeats recorded it (every [SeenBeats] beats, and when it stopped);
+// ok is false when none did, or the store keeps no snapshots. A consumer
+// that does not run now ([Running]) stopped at about that time.
+func LastSeen(ctx context.Context, store *varve.Store, name string) (t time.Time, ok bool, err error) {
+	if !store.Capabilities().Snapshots {
+		return time.Time{}, false, nil
+	}
+	snap, ok, err := store.Snapshots().Load(ctx, SeenPrefix+name)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("subscription %q: last seen: %w", name, err)
+	}
+	return snap.TakenAt, ok, nil
 }
 
 // Running returns the heartbeats of the processes that run the consumer

@@ -65,6 +65,10 @@ func TestHeartbeat(t *testing.T) {
 			}
 		}
 		waitRunning(t, s, "hb", 0)
+		if _, ok, err := subscription.LastSeen(t.Context(), s, "hb"); ok || err != nil {
+			t.Fatalf("a consumer never run was seen: %v %v", ok, err)
+		}
+		began := time.Now()
 		stopA, stopB := run("hb"), run("hb")
 		stopSeg := run("hb/segment/0-of-2")
 		waitRunning(t, s, "hb", 2)
@@ -77,6 +81,10 @@ func TestHeartbeat(t *testing.T) {
 		stopB()
 		stopSeg()
 		waitRunning(t, s, "hb", 0)
+		// The stop recorded when it was seen last.
+		if at, ok, err := subscription.LastSeen(t.Context(), s, "hb"); !ok || err != nil || at.Before(began) || at.After(time.Now()) {
+			t.Fatalf("last seen %v %v %v, want a time since %v", at, ok, err, began)
+		}
 		off, err := subscription.Open(t.Context(), s, subscription.Config{Name: "quiet", Heartbeat: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -114,6 +122,10 @@ func TestHeartbeatKilled(t *testing.T) {
 			killed := time.Now()
 			waitRunning(t, s, "beating", 0)
 			t.Logf("%s: the heartbeat was gone %v after the kill", kind, time.Since(killed).Round(time.Millisecond))
+			// Stopped since: the last record of its beats, before the kill.
+			if at, ok, err := subscription.LastSeen(t.Context(), s, "beating"); !ok || err != nil || at.After(killed) {
+				t.Fatalf("last seen %v %v %v, want a time before the kill at %v", at, ok, err, killed)
+			}
 		})
 	}
 }

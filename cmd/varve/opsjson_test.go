@@ -165,11 +165,11 @@ var (
 	streamKeys     = []string{"stream", "version", "last_position", "created_at", "updated_at", "deleted", "tombstoned", "system"}
 	eventKeys      = []string{"id", "stream", "version", "position", "type", "recorded_at"}
 	eventOptional  = []string{"data", "data_base64", "metadata", "metadata_base64"}
-	consumerKeys   = []string{"name", "checkpoint", "lag", "lag_more", "caught_up", "parked", "parked_stream", "running", "seen"}
+	consumerKeys   = []string{"name", "checkpoint", "lag", "lag_more", "caught_up", "parked", "parked_stream", "running", "seen", "last_seen"}
 	parkedKeys     = []string{"subscription", "stream", "version", "position", "event_id", "type", "attempts", "reason", "parked_at"}
 	parkedOptional = []string{"error", "first_attempt", "event"}
 	projectionKeys = []string{"name", "head", "paused", "current", "parked", "failure", "versions"}
-	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "parked", "running", "current", "rebuild_pending", "replay_pending", "state"}
+	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "parked", "running", "last_seen", "current", "rebuild_pending", "replay_pending", "state"}
 )
 
 // TestOperatorJSON runs each operator command with --json on a SQLite

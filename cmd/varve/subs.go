@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -161,6 +162,8 @@ func runs(c delivery.Consumer) string {
 		return "running"
 	case *c.Running > 1:
 		return fmt.Sprintf("running x%d", *c.Running)
+	case c.LastSeen != nil:
+		return "stopped since " + c.LastSeen.Local().Format(time.DateTime)
 	case c.Seen:
 		return "stopped"
 	}
@@ -186,16 +189,19 @@ func printConsumers(w io.Writer, list []delivery.Consumer, last varve.Position, 
 
 func writeConsumersCSV(w io.Writer, list []delivery.Consumer) error {
 	cw := newCSV(w)
-	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked", "running", "seen")
+	cw.row("name", "checkpoint", "lag", "lag_more", "caught_up", "parked", "running", "seen", "last_seen")
 	for _, c := range list {
-		cp, running := "", ""
+		cp, running, last := "", "", ""
 		if c.Checkpoint != nil {
 			cp = c.Checkpoint.String()
 		}
 		if c.Running != nil {
 			running = strconv.Itoa(*c.Running)
 		}
-		cw.row(c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked), running, strconv.FormatBool(c.Seen))
+		if c.LastSeen != nil {
+			last = c.LastSeen.UTC().Format(time.RFC3339)
+		}
+		cw.row(c.Name, cp, strconv.Itoa(c.Lag), strconv.FormatBool(c.LagMore), strconv.FormatBool(c.CaughtUp), strconv.Itoa(c.Parked), running, strconv.FormatBool(c.Seen), last)
 	}
 	return cw.flush()
 }

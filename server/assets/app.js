@@ -649,11 +649,12 @@ async function eventView(arg) {
 }
 
 // runBadge says whether a consumer runs, by its heartbeats: running (in
-// how many processes), stopped (seen before), never seen, or unknown on a
-// store without leases.
-function runBadge(running, seen) {
+// how many processes), stopped since it was last seen running, stopped,
+// never seen, or unknown on a store without leases.
+function runBadge(running, seen, lastSeen) {
   if (running === null || running === undefined) return el("span", {class: "badge", title: "the store keeps no leases: whether it runs is unknown"}, "unknown");
   if (running > 0) return el("span", {class: "badge ok"}, running === 1 ? "running" : "running ×" + running);
+  if (lastSeen) return el("span", {class: "badge warn", title: "its heartbeats were last recorded then"}, "stopped since " + when(lastSeen));
   return seen === false ? el("span", {class: "badge"}, "never seen") : el("span", {class: "badge warn"}, "stopped");
 }
 
@@ -709,7 +710,7 @@ async function projectionView(name) {
   const writes = info.writes;
   const rows = p.versions.map((v) => el("tr", {"data-version": v.version},
     el("td", {class: "num"}, v.version, v.current ? " " : null, v.current ? el("span", {class: "badge ok"}, "current") : null),
-    el("td", {}, runBadge(v.running), " ", projBadge(v.state), v.rebuild_pending ? el("span", {class: "badge warn"}, "rebuild pending") : null, v.replay_pending ? el("span", {class: "badge warn"}, "replay pending") : null),
+    el("td", {}, runBadge(v.running, undefined, v.last_seen), " ", projBadge(v.state), v.rebuild_pending ? el("span", {class: "badge warn"}, "rebuild pending") : null, v.replay_pending ? el("span", {class: "badge warn"}, "replay pending") : null),
     el("td", {class: "num mono"}, v.checkpoint === null ? "none" : v.checkpoint),
     el("td", {class: "num mono"}, v.origin === null ? "–" : v.origin),
     el("td", {class: "num"}, lagText(v)),
@@ -749,7 +750,7 @@ async function subsView() {
     el("td", {class: "mono"}, el("a", {href: "#/subscription/" + enc(s.name)}, s.name)),
     el("td", {class: "num mono"}, s.checkpoint === null ? "none" : s.checkpoint),
     el("td", {class: "num"}, lag(s)),
-    el("td", {}, runBadge(s.running, s.seen), " ", s.checkpoint === null ? el("span", {class: "badge"}, "no checkpoint") :
+    el("td", {}, runBadge(s.running, s.seen, s.last_seen), " ", s.checkpoint === null ? el("span", {class: "badge"}, "no checkpoint") :
       s.caught_up ? el("span", {class: "badge ok"}, "caught up") : el("span", {class: "badge warn"}, "behind")),
     el("td", {class: "num"}, s.parked ? el("span", {class: "badge bad"}, s.parked + " parked") : "0")));
   show(
