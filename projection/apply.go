@@ -97,6 +97,7 @@ func (r *Runner) attempts(ctx context.Context, b Batch) error {
 // done records a handled batch in the status.
 func (r *Runner) done(b Batch) {
 	t := time.Now()
+	defer r.moved.Notify()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Position = b.Through

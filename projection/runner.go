@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/notify"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -21,6 +22,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	st     Status
+	moved  notify.Broadcast // st changed: wakes WaitFor
 	paused bool
 	resume chan struct{}
 	// wake ends the wait of a live runner for new events, so that Pause

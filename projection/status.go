@@ -69,6 +69,7 @@ func (r *Runner) set(f func(*Status)) {
 	r.mu.Lock()
 	f(&r.st)
 	r.mu.Unlock()
+	r.moved.Notify()
 }
 
 func lag(pos, head varve.Position) int64 {

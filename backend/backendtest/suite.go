@@ -51,6 +51,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadLongStream", testReadLongStream},
 		{"ReadAllOrder", testReadAllOrder},
 		{"ReadAllBackward", testReadAllBackward},
+		{"WaitFor", testWaitFor},
 		{"PageBytes", testPageBytes},
 		{"FilteredRead", testFilteredRead},
 		{"MultiAppend", testMultiAppend},
