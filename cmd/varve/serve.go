@@ -55,7 +55,8 @@ func serveCmd() *cobra.Command {
 		Short: "Serve the HTTP API and the web console over a store",
 		Long: `serve runs varve's HTTP API (under /api/v1) and its web console over a store, on
 127.0.0.1:7070 unless --listen says otherwise. Open the address in a browser and sign in
-with the token.
+with the token: the console opens on a dashboard of the store (rates, append latency through
+this server, size, consumers' lag), sampled by the server every 2 s while somebody looks.
 
 The token: the contents of --token-file, else $VARVE_TOKEN, else a new random token
 that serve writes to a file of its own (mode 0600) and names on stderr; it is never
