@@ -46,12 +46,13 @@ func TestConsoleLayout(t *testing.T) {
 	if got := eval(`document.title`); got != "Sign in · varve console" {
 		t.Errorf("the sign-in page's title is %q", got)
 	}
-	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("dash-cards")))
 	if got := eval(navShown); strings.Contains(got, "none") {
 		t.Fatalf("signed in, the navigation or sign-out is hidden (display %s)", got)
 	}
 
 	pages := []struct{ hash, ready, title string }{
+		{"#/dashboard", "dash-cards", "Dashboard · varve console"},
 		{"#/streams", "streams", "Streams · varve console"},
 		{"#/stream/order-1", "events", "order-1 · Stream · varve console"},
 		{"#/all", "tail-rows", "$all live · varve console"},

@@ -80,11 +80,12 @@ func (b *browser) shot(name string) {
 
 func (b *browser) logged() []string { return b.Problems() }
 
-// signIn opens the console of a and signs in with the token.
+// signIn opens the console of a and signs in with the token: the
+// dashboard shows.
 func (b *browser) signIn(a *api) {
 	b.t.Helper()
 	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("dash-cards")))
 }
 
 // report is a page in the shape of the lab's HTML reports: inline style
@@ -142,7 +143,8 @@ func TestConsole(t *testing.T) {
 	b.Forget()
 	// The form is new: its field is empty.
 	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("streams")))
+		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("dash-cards")),
+		chromedp.Navigate(a.url+"/#/streams"), chromedp.WaitVisible(chromedp.ID("streams")))
 	list := b.text("streams")
 	for _, want := range []string{"order-1001", "order-1002", "invoice-2026-11", "customer-7", "live"} {
 		if !strings.Contains(list, want) {

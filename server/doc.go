@@ -9,6 +9,7 @@
 //	GET  /api/v1/ready                               readiness: 200 when the store answers, else 503 (no token)
 //	GET  /api/v1/openapi.json                        this API in OpenAPI 3.1 (TestOpenAPI holds it to the routes)
 //	GET  /api/v1/info                                backend, capabilities, writes, $all's last position
+//	GET  /api/v1/dashboard?since=                    the dashboard's samples (see Dashboard), newer than since
 //	GET  /api/v1/streams?prefix=&after=&limit=&system=   streams by prefix, in byte order, paged
 //	GET  /api/v1/streams/{id}                        one stream's info
 //	GET  /api/v1/streams/{id}/events?from=&direction=&limit=   a page of the stream, forward or backward
@@ -83,6 +84,39 @@
 // positions in the error) and does nothing. A consumer that runs while
 // its checkpoint is moved saves its own position over it: stop it first.
 //
+// # Dashboard
+//
+// The dashboard's figures are sampled by the server, not by each client,
+// so that every viewer sees the same samples. The first request of
+// /api/v1/dashboard starts one goroutine that takes a sample every
+// Config.SampleInterval (default 2 s); [Server.Close] stops it, and so
+// does DashboardWindow (5 minutes) without a request, until the next one:
+// a server nobody looks at samples nothing. The server keeps the newest
+// samples of DashboardWindow (at most MaxDashboardBytes of their JSON);
+// since= (a sample's number, "next" of the last answer, or a time) asks
+// for newer ones only. A sample holds:
+//
+//   - $all's head (LastPosition) and the events appended to $all since the
+//     previous sample, every writer's, counted by reading $all from the
+//     previous head in pages of subscription.LagPageBytes, at most
+//     DashboardCountLimit (10,000; more is "at least");
+//   - with Config.Meter (a [Meter] that is also the store's
+//     varve.Config.Tracer; varve serve sets both), what the calls made
+//     through this server's store did: appends, failed appends, events,
+//     read pages, their rates and the appends' p50/p90/p99 latency. Other
+//     processes writing to the same backend are not in these figures;
+//   - the store's size in bytes, from the backend's Size method where it
+//     has one (memory: event bytes held; SQLite: pages plus the -wal file;
+//     PostgreSQL: the schema's tables; NATS: the stream and its buckets);
+//   - the first MaxDashboardConsumers (50) consumers by name, as the
+//     subscriptions page lists them (package delivery counts their lag, to
+//     Config.LagLimit): lag in events, the age of the oldest event each
+//     has yet to process, whether it runs;
+//   - what failed in this sample; a failure never stops the sampler.
+//
+// A sample takes its share of the read budget (as a lag count does) while
+// it reads.
+//
 // # Security
 //
 // Every request but health and readiness needs the bearer token of
@@ -135,12 +169,15 @@
 // the events (TestHeapBoundedByBytes measures 3 to 4 x R of growth, R = 8 MiB).
 // An event stored under a larger MaxEventSize than the store's now counts
 // beyond its page's share. Not counted against R: stream listings (at most
-// MaxPageLimit names), request bodies of writes (MaxBodyBytes each), and
-// the parked events of a subscription, which package delivery lists whole.
+// MaxPageLimit names), request bodies of writes (MaxBodyBytes each), the
+// parked events of a subscription, which package delivery lists whole, and
+// the dashboard's samples (at most MaxDashboardBytes of JSON).
 //
 // # Concurrency
 //
-// A Server is safe for concurrent use. It starts no goroutine: each
-// request runs in its caller's, a live tail included. [Server.Close] ends
-// the live tails, so that an [http.Server.Shutdown] after it returns.
+// A Server is safe for concurrent use. Each request runs in its caller's
+// goroutine, a live tail included; the one goroutine of its own is the
+// dashboard's sampler (see Dashboard). [Server.Close] ends the live tails,
+// so that an [http.Server.Shutdown] after it returns, and stops the
+// sampler.
 package server

@@ -92,6 +92,14 @@ type Config struct {
 	// read takes MaxPageBytes plus the store's MaxEventSize before it
 	// reads (all of MaxReadBytes when that is more) and keeps what it got.
 	MaxReadBytes int
+	// SampleInterval is how often the dashboard samples the store, from
+	// the first dashboard request on; default 2s, at least
+	// MinSampleInterval.
+	SampleInterval time.Duration
+	// Meter, when set, is the Meter passed as the store's
+	// varve.Config.Tracer: the dashboard shows its appends, reads and
+	// append latencies. Nil: the dashboard says they are not measured.
+	Meter *Meter
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -105,8 +113,10 @@ func (c Config) withDefaults() (Config, error) {
 	case strings.ContainsAny(c.Token, " \t\r\n"):
 		return c, errors.New("server: the token must not contain white space")
 	case c.MaxBodyBytes < 0 || c.RequestTimeout < 0 || c.MaxFollowers < 0 || c.Heartbeat < 0 || c.PollInterval < 0 || c.LagLimit < 0 ||
-		c.MaxPageBytes < 0 || c.MaxReadBytes < 0:
+		c.MaxPageBytes < 0 || c.MaxReadBytes < 0 || c.SampleInterval < 0:
 		return c, errors.New("server: negative limit in Config")
+	case c.SampleInterval > 0 && c.SampleInterval < MinSampleInterval:
+		return c, fmt.Errorf("server: SampleInterval is at least %v", MinSampleInterval)
 	case c.MaxPageBytes > MaxByteLimit || c.MaxReadBytes > MaxByteLimit:
 		return c, fmt.Errorf("server: MaxPageBytes and MaxReadBytes are at most %d", MaxByteLimit)
 	}
@@ -134,6 +144,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxReadBytes == 0 {
 		c.MaxReadBytes = DefaultMaxReadBytes
 	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = DefaultSampleInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,6 +166,7 @@ type Server struct {
 	followers atomic.Int64
 	budget    *budget  // of Config.MaxReadBytes
 	apiRoutes []string // the patterns of the API's routes, as registered
+	dash      *sampler
 }
 
 // New returns a Server over cfg.Store. The Server does not own the store:
@@ -165,14 +179,17 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: cfg.Store, mux: http.NewServeMux(), log: cfg.Logger, budget: newBudget(cfg.MaxReadBytes)}
 	s.token = sha256.Sum256([]byte(cfg.Token))
 	s.life, s.stop = context.WithCancel(context.Background())
+	s.dash = newSampler(s)
 	s.routes()
 	return s, nil
 }
 
 // Close ends the live tails in flight; later tails are refused with 503.
-// The handler still answers other requests. It is idempotent.
+// It stops the dashboard's sampler and waits for it. The handler still
+// answers other requests. It is idempotent.
 func (s *Server) Close() error {
 	s.stop()
+	s.dash.close()
 	return nil
 }
 
@@ -198,6 +215,7 @@ func (s *Server) routes() {
 	api("GET /api/v1/ready", public, false, s.ready)
 	api("GET /api/v1/openapi.json", read, false, s.openAPI)
 	api("GET /api/v1/info", read, false, s.info)
+	api("GET /api/v1/dashboard", read, false, s.dashboard)
 	api("GET /api/v1/streams", read, false, s.listStreams)
 	api("GET /api/v1/streams/{id}", read, false, s.streamInfo)
 	api("GET /api/v1/streams/{id}/events", read, false, s.readStream)

@@ -319,6 +319,10 @@ func TestServe(t *testing.T) {
 	if code, body := get("/", ""); code != 200 || !strings.Contains(body, "varve console") {
 		t.Fatalf("console: %d", code)
 	}
+	// The dashboard measures the appends made through serve's store.
+	if code, body := get("/api/v1/dashboard", tok); code != 200 || !strings.Contains(body, `"measured":true`) || !strings.Contains(body, `"sampling":true`) {
+		t.Fatalf("dashboard: %d %s", code, body)
+	}
 	cancel(errInterrupted)
 	select {
 	case code := <-done:

@@ -55,7 +55,8 @@ func serveCmd() *cobra.Command {
 		Short: "Serve the HTTP API and the web console over a store",
 		Long: `serve runs varve's HTTP API (under /api/v1) and its web console over a store, on
 127.0.0.1:7070 unless --listen says otherwise. Open the address in a browser and sign in
-with the token.
+with the token: the console opens on a dashboard of the store (rates, append latency through
+this server, size, consumers' lag), sampled by the server every 2 s while somebody looks.
 
 The token: the contents of --token-file, else $VARVE_TOKEN, else a new random token
 that serve writes to a file of its own (mode 0600) and names on stderr; it is never
@@ -134,7 +135,8 @@ func (sf *serveFlags) run(cmd *cobra.Command) error {
 	}
 	defer cleanup()
 
-	store, created, err := openServeStore(ctx, t)
+	meter := server.NewMeter()
+	store, created, err := openServeStore(ctx, t, varve.Config{Tracer: meter})
 	if err != nil {
 		return err
 	}
@@ -145,7 +147,7 @@ func (sf *serveFlags) run(cmd *cobra.Command) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := server.Config{
 		Store: store, Token: token, Writes: sf.writes, Name: t.Label, Reports: reports, Logger: logger,
-		RequestTimeout: sf.requestTimeout, MaxBodyBytes: sf.maxBody,
+		RequestTimeout: sf.requestTimeout, MaxBodyBytes: sf.maxBody, Meter: meter,
 	}
 	if len(replay) > 0 {
 		cfg.Replay = func(sub string) delivery.Sink {
@@ -220,10 +222,10 @@ func checkListen(addr string, allowRemote bool) error {
 	return nil
 }
 
-// openServeStore opens the store as it is, except a SQLite file that does
-// not exist yet, which it creates: one command starts a console on the
-// embedded store.
-func openServeStore(ctx context.Context, t *lab.Target) (*varve.Store, bool, error) {
+// openServeStore opens the store with cfg as it is, except a SQLite file
+// that does not exist yet, which it creates: one command starts a console
+// on the embedded store.
+func openServeStore(ctx context.Context, t *lab.Target, cfg varve.Config) (*varve.Store, bool, error) {
 	if t.Backend == "sqlite" {
 		if u, err := url.Parse(t.URL); err == nil {
 			path := u.Opaque
@@ -232,14 +234,17 @@ func openServeStore(ctx context.Context, t *lab.Target) (*varve.Store, bool, err
 			}
 			if path != "" && path != ":memory:" {
 				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-					s, err := open.Store(ctx, t.URL, varve.Config{})
+					s, err := open.Store(ctx, t.URL, cfg)
 					return s, err == nil, lab.ScrubErr(err)
 				}
 			}
 		}
 	}
-	s, err := openStore(ctx, t.URL)
-	return s, false, err
+	s, err := open.Existing(ctx, t.URL, cfg)
+	if errors.Is(err, open.ErrNotFound) {
+		err = fmt.Errorf("%w%s", err, initHint)
+	}
+	return s, false, lab.ScrubErr(err)
 }
 
 // token returns the bearer token: the file's, the environment's, or a new

@@ -258,7 +258,7 @@ async function start() {
     el("span", {}, info.name || info.backend),
     el("span", {class: "badge"}, info.backend),
     el("span", {class: info.writes ? "badge warn" : "badge", id: "writes"}, info.writes ? "writes enabled" : "read-only"));
-  if (!location.hash || location.hash === "#/") location.hash = "#/streams";
+  if (!location.hash || location.hash === "#/") location.hash = "#/dashboard";
   route();
 }
 
@@ -276,9 +276,9 @@ function route() {
       (a.dataset.view === "subscriptions" && view === "subscription") || (a.dataset.view === "projections" && view === "projection"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
-  const titles = {streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports"};
+  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports"};
   document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
-  const views = {streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, reports: reportsView};
+  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
   fn(arg, q).catch((err) => {
@@ -830,6 +830,153 @@ function resetForm(name, current) {
       route();
     } catch (err) { out.replaceChildren(fail(err)); }
   }}, el("strong", {}, "Move the checkpoint to"), to, el("button", {type: "submit", class: "danger"}, "Reset"), out);
+}
+
+// ---- dashboard -------------------------------------------------------------------
+// The server samples the store (GET dashboard); the page keeps the newest
+// max_samples it was sent, fetches only newer ones every interval, and
+// draws them as inline SVG. Every viewer sees the same samples.
+
+const svgNS = "http://www.w3.org/2000/svg";
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) e.setAttribute(k, String(v));
+  return e;
+}
+
+function rate(v) { return v === null || v === undefined ? "–" : (v < 10 ? v.toFixed(1) : Math.round(v).toLocaleString("en")); }
+function size(n) {
+  if (n === null || n === undefined) return "unknown";
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+}
+function millis(us) { return us === null || us === undefined ? "–" : (us / 1000).toFixed(us < 10_000 ? 2 : 0); }
+function clock(t) { return new Date(t).toLocaleTimeString(undefined, {timeStyle: "medium"}); }
+
+// lineChart draws series ({name, points: [[time in ms, value or null]],
+// dashed}) over [t0, t1] from 0 to their largest value, with a legend; a
+// null value breaks a line, and a point alone between breaks is a dot.
+// fmt writes a value for the axis.
+function lineChart(id, series, t0, t1, fmt) {
+  const w = 600, h = 150;
+  let top = 0;
+  for (const s of series) for (const [, v] of s.points) if (v !== null && v > top) top = v;
+  const scale = top > 0 ? top * 1.1 : 1;
+  const x = (t) => (t1 > t0 ? (t - t0) / (t1 - t0) * w : w).toFixed(1);
+  const y = (v) => (h - v / scale * h).toFixed(1);
+  const plot = svgEl("svg", {viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none", class: "plot", "aria-hidden": "true"});
+  for (const f of [0.25, 0.5, 0.75]) plot.append(svgEl("line", {x1: 0, x2: w, y1: h * f, y2: h * f, class: "grid"}));
+  series.forEach((s, i) => {
+    let d = "", dots = "", run = [], n = 0;
+    const end = () => {
+      if (run.length === 1) dots += "M" + run[0] + " h0.01 ";
+      else if (run.length > 1) d += "M" + run.join(" L") + " ";
+      run = [];
+    };
+    for (const [t, v] of s.points) {
+      if (v === null || v === undefined) { end(); continue; }
+      run.push(x(t) + " " + y(v));
+      n++;
+    }
+    end();
+    const cls = "line s" + (i % 8) + (s.dashed ? " dashed" : "");
+    if (d) plot.append(svgEl("path", {d, class: cls, "data-series": s.name, "data-points": n}));
+    if (dots) plot.append(svgEl("path", {d: dots, class: cls + " dot", "data-series": s.name, "data-points": d ? null : n}));
+  });
+  return el("figure", {class: "chart", id},
+    el("div", {class: "axis muted"}, el("span", {}, "max " + fmt(top))),
+    plot,
+    el("div", {class: "axis muted"}, el("span", {}, clock(t0)), el("span", {}, clock(t1))),
+    el("figcaption", {class: "legend"}, series.map((s, i) => el("span", {}, el("i", {class: "sw s" + (i % 8) + (s.dashed ? " dashed" : "")}), s.name))));
+}
+
+async function dashboardView() {
+  let since = null, res = null, timer = null, stopped = false;
+  let samples = [];
+  stopTail = () => { stopped = true; clearTimeout(timer); };
+  const status = el("span", {class: "badge", id: "dash-status"}, "starting");
+  const note = el("p", {class: "muted", id: "dash-note"});
+  const errors = el("div", {id: "dash-errors"});
+  const cards = el("div", {class: "cards", id: "dash-cards"});
+  const charts = el("div", {class: "charts", id: "dash-charts"});
+  const consumers = el("div", {id: "dash-consumers"});
+  show(el("h1", {}, "Dashboard ", status), note, errors, cards, charts, consumers);
+
+  const draw = () => {
+    status.textContent = res.sampling ? "live" : "not sampling";
+    status.className = res.sampling ? "badge live" : "badge warn";
+    note.textContent = "Sampled by the server every " + (res.interval_ms / 1000) + " s, the last " + Math.round(res.window_ms / 60000) +
+      " minutes, the same for every viewer. Events per second are read from $all: what every writer appended. " +
+      (res.measured ? "Appends, reads and latency are those of the calls made through this server's store." : "This server does not measure its own appends and reads (no Meter).");
+    const last = samples[samples.length - 1];
+    if (!last) {
+      cards.replaceChildren(el("p", {class: "muted", id: "dash-waiting"}, "Waiting for the first sample…"));
+      return;
+    }
+    const own = last.through_server;
+    cards.replaceChildren(
+      card("$all head", last.head === null ? "–" : last.head, "head"),
+      card("Events/s, every writer", last.events_per_sec === null ? "–" : rate(last.events_per_sec) + (last.events_at_least ? " or more" : ""), "events"),
+      card("Appends/s through this server", res.measured ? (own ? rate(own.appends_per_sec) : "–") : "not measured", "appends"),
+      card("Append p50 / p99, this server", res.measured ? (own && own.append_p50_us !== null ? millis(own.append_p50_us) + " / " + millis(own.append_p99_us) + " ms" : "–") : "not measured", "latency"),
+      card("Store size", size(last.size_bytes), "size"));
+    const t0 = Date.parse(samples[0].time), t1 = Date.parse(last.time);
+    const points = (f) => samples.map((s) => [Date.parse(s.time), f(s)]);
+    const perSec = (v) => rate(v) + "/s";
+    const events = [{name: "$all, every writer", points: points((s) => s.events_per_sec)}];
+    if (res.measured) events.push({name: "through this server", dashed: true, points: points((s) => s.through_server ? s.through_server.events_per_sec : null)});
+    const names = [...new Set(samples.flatMap((s) => s.consumers.map((c) => c.name)))].sort();
+    const of = (s, name) => s.consumers.find((c) => c.name === name);
+    const lag = names.map((n) => ({name: n, points: points((s) => { const c = of(s, n); return c && c.checkpoint !== null ? c.lag : null; })}));
+    const age = names.map((n) => ({name: n, points: points((s) => { const c = of(s, n); return c && c.checkpoint !== null ? (c.oldest_unprocessed_ms === null ? 0 : c.oldest_unprocessed_ms / 1000) : null; })}));
+    const section = (title, body) => el("section", {}, el("h2", {}, title), body);
+    charts.replaceChildren(
+      section("Events appended per second", lineChart("chart-events", events, t0, t1, perSec)),
+      section("Append latency through this server (ms)", res.measured ?
+        lineChart("chart-latency", ["p50", "p99"].map((p) => ({name: p, points: points((s) => s.through_server && s.through_server["append_" + p + "_us"] !== null ? s.through_server["append_" + p + "_us"] / 1000 : null)})), t0, t1, (v) => v.toFixed(2) + " ms") :
+        el("p", {class: "muted"}, "Not measured: varve serve measures it; a server of your own passes a Meter (server.Config.Meter) that is also the store's Tracer.")),
+      section("Consumer lag (events)", names.length ? lineChart("chart-lag", lag, t0, t1, (v) => Math.round(v).toLocaleString("en")) :
+        el("p", {class: "muted"}, "No consumers: a subscription, delivery or projection shows here once it has a checkpoint.")),
+      section("Oldest unprocessed event (s)", names.length ? lineChart("chart-age", age, t0, t1, (v) => v.toFixed(1) + " s") : el("p", {class: "muted"}, "–")));
+    const rows = last.consumers.map((c) => el("tr", {"data-name": c.name},
+      el("td", {class: "mono"}, el("a", {href: "#/subscription/" + enc(c.name)}, c.name)),
+      el("td", {class: "num mono"}, c.checkpoint === null ? "none" : c.checkpoint),
+      el("td", {class: "num"}, c.checkpoint === null ? "–" : (c.lag_more ? "more than " + c.lag : String(c.lag))),
+      el("td", {class: "num"}, c.oldest_unprocessed_ms === null ? "–" : (c.oldest_unprocessed_ms / 1000).toFixed(1) + " s"),
+      el("td", {}, runBadge(c.running, c.seen))));
+    consumers.replaceChildren(
+      last.consumers_truncated ? el("div", {class: "notice"}, "More consumers than the dashboard tracks: the first " + res.max_consumers + " by name.") : "",
+      rows.length ? el("table", {id: "dash-consumer-table"},
+        el("thead", {}, el("tr", {}, el("th", {}, "Consumer"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Lag (events)"), el("th", {class: "num"}, "Oldest unprocessed"), el("th", {}, "Runs"))),
+        el("tbody", {}, rows)) : "");
+    errors.replaceChildren(...last.errors.map((e) => el("div", {class: "error", role: "alert"}, "Sample " + last.seq + ": " + e)));
+  };
+
+  const tick = async () => {
+    const r = await api("dashboard" + (since === null ? "" : "?since=" + since));
+    if (stopped) return;
+    if (since !== null && r.next < since) samples = []; // the server started afresh
+    res = r;
+    samples.push(...r.samples);
+    if (samples.length > r.max_samples) samples.splice(0, samples.length - r.max_samples);
+    since = r.next;
+    draw();
+  };
+  const loop = () => {
+    if (stopped) return;
+    timer = setTimeout(() => tick().then(loop, (err) => {
+      if (stopped) return;
+      if (err.status === 401) { stopTail(); loginView("The server refused the token."); return; }
+      status.textContent = "error";
+      status.className = "badge bad";
+      errors.replaceChildren(fail(err));
+      loop();
+    }), res.interval_ms);
+  };
+  await tick();
+  loop();
 }
 
 // ---- reports ---------------------------------------------------------------------
