@@ -86,36 +86,14 @@
 //
 // # Dashboard
 //
-// The dashboard's figures are sampled by the server, not by each client,
-// so that every viewer sees the same samples. The first request of
-// /api/v1/dashboard starts one goroutine that takes a sample every
-// Config.SampleInterval (default 2 s); [Server.Close] stops it, and so
-// does DashboardWindow (5 minutes) without a request, until the next one:
-// a server nobody looks at samples nothing. The server keeps the newest
-// samples of DashboardWindow (at most MaxDashboardBytes of their JSON);
-// since= (a sample's number, "next" of the last answer, or a time) asks
-// for newer ones only. A sample holds:
-//
-//   - $all's head (LastPosition) and the events appended to $all since the
-//     previous sample, every writer's, counted by reading $all from the
-//     previous head in pages of subscription.LagPageBytes, at most
-//     DashboardCountLimit (10,000; more is "at least");
-//   - with Config.Meter (a [Meter] that is also the store's
-//     varve.Config.Tracer; varve serve sets both), what the calls made
-//     through this server's store did: appends, failed appends, events,
-//     read pages, their rates and the appends' p50/p90/p99 latency. Other
-//     processes writing to the same backend are not in these figures;
-//   - the store's size in bytes, from the backend's Size method where it
-//     has one (memory: event bytes held; SQLite: pages plus the -wal file;
-//     PostgreSQL: the schema's tables; NATS: the stream and its buckets);
-//   - the first MaxDashboardConsumers (50) consumers by name, as the
-//     subscriptions page lists them (package delivery counts their lag, to
-//     Config.LagLimit): lag in events, the age of the oldest event each
-//     has yet to process, whether it runs;
-//   - what failed in this sample; a failure never stops the sampler.
-//
-// A sample takes its share of the read budget (as a lag count does) while
-// it reads.
+// The dashboard's figures are sampled by the server (one goroutine, from
+// the first /api/v1/dashboard request until [Server.Close] or
+// DashboardWindow without a request), so that every viewer sees the same
+// samples: $all's head and the events appended since the previous sample
+// (at most DashboardCountLimit counted), with Config.Meter the rates and
+// append latency of this server's store, the store's size where the
+// backend has a Size method, and the first MaxDashboardConsumers
+// consumers' lag and whether they run. docs/server.md has the details.
 //
 // # Security
 //
@@ -138,40 +116,15 @@
 // # Memory
 //
 // What responses hold of events is bounded in bytes, whatever the size of
-// the events and the number of requests. With P = Config.MaxPageBytes
-// (default 4 MiB), R = Config.MaxReadBytes (default 32 MiB) and E = the
-// store's MaxEventSize:
-//
-//   - a page of a stream or of $all, and each batch a live tail writes,
-//     holds at most P + E bytes of data and metadata; a tail writes and
-//     flushes a batch before it reads the next;
-//   - all responses together hold at most R: before it reads, a page takes
-//     P + E from this budget (all of R when that is more: pages are then
-//     read one at a time), waiting its turn in order of arrival; it keeps
-//     what it read, gives each event's bytes back once the event is
-//     written, and the rest when done. Counting a consumer's lag takes
-//     subscription.LagPageBytes + E the same way. A page request still waiting when its
-//     time runs out gets a 503 "busy"; a live tail waits;
-//   - a response encodes one event at a time, never the page at once, and
-//     only an event it still holds: the events being encoded hold at most
-//     R, and an event's JSON (a copy of its data, or its base64) with the
-//     encoder's growing buffer take at most about 3 times its bytes.
-//
-// So:
-//
-//	live heap of events in responses  <=  R + 3 x R  =  4 x R
-//	heap                              ~<  2 x 4 x R  +  64 KiB per connection  +  the rest of the process
-//
-// the factor 2 being the garbage the Go collector lets grow before it
-// collects (GOGC=100; GOMEMLIMIT lowers it), which also covers the copies
-// a backend's driver makes as it reads. With the defaults: 256 MiB over
-// the rest of the process, however many readers and tails and however big
-// the events (TestHeapBoundedByBytes measures 3 to 4 x R of growth, R = 8 MiB).
-// An event stored under a larger MaxEventSize than the store's now counts
-// beyond its page's share. Not counted against R: stream listings (at most
-// MaxPageLimit names), request bodies of writes (MaxBodyBytes each), the
-// parked events of a subscription, which package delivery lists whole, and
-// the dashboard's samples (at most MaxDashboardBytes of JSON).
+// the events and the number of requests. With P = Config.MaxPageBytes, R =
+// Config.MaxReadBytes and E = the store's MaxEventSize: a page, and each
+// batch a live tail writes, holds at most P + E bytes of data and
+// metadata; all responses together hold at most R (a page takes P + E of
+// it before it reads, in order of arrival, and gives each event's bytes
+// back once written; 503 "busy" when its time runs out first); a response
+// encodes one event at a time. The live heap of events in responses stays
+// under 4 x R, about 256 MiB with the defaults (TestHeapBoundedByBytes);
+// docs/server.md derives it and lists what is not counted.
 //
 // # Concurrency
 //
