@@ -14,6 +14,8 @@
 //	GET  /api/v1/streams/{id}                        one stream's info
 //	GET  /api/v1/streams/{id}/events?from=&direction=&limit=   a page of the stream, forward or backward
 //	POST /api/v1/streams/{id}/events                 append (writes enabled)
+//	POST /api/v1/streams/{id}/truncate               remove the events below {"before": N} (writes enabled)
+//	DELETE /api/v1/streams/{id}?expected_version=&tombstone=   delete, or tombstone for good (writes enabled)
 //	GET  /api/v1/all?after=&limit=&system=&category=&type=&stream_prefix=   a page of $all (next, more, end)
 //	GET  /api/v1/all?direction=backward&before=&...  a page of $all newest first, before a position or from the end
 //	GET  /api/v1/all/tail?after=&system=&category=&type=&stream_prefix=     $all live, as Server-Sent Events
@@ -45,10 +47,21 @@
 // reads $all backward, at most scan events (default 10,000), and answers
 // its matches with where to go on.
 //
+// Truncate removes a stream's events below a version (at least 1; a
+// version past the end removes them all) and keeps its version; delete
+// removes all its events if it is at expected_version (default any), and
+// a later append with no-stream or any starts it afresh at version 1;
+// tombstone=true deletes it for good: every later read or append is a
+// 410, and a stream never written can be tombstoned, which reserves its
+// id. Each answers 200 with the stream's info read after the change (the
+// same JSON as GET /api/v1/streams/{id}). A stream not there, or deleted
+// already, is a 404 (a tombstone of it is not), a tombstoned one a 410;
+// system streams are refused with 403 "system_stream".
+//
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // status that fits: 400 for bad input (the message names the parameter or
 // field), 401 without the token, 403 for a write while writes are
-// disabled, 404, 405 (its Allow lists the path's methods, as the 204 of an
+// disabled or to a system stream, 404, 405 (its Allow lists the path's methods, as the 204 of an
 // OPTIONS does), 409 for a version conflict or a duplicate id, 410 for a
 // tombstoned stream, 413 for a body over the limit, 415, 501 for what the
 // backend or the server cannot do, 503 while the store is closed or while

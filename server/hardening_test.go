@@ -181,7 +181,7 @@ func TestAllowedMethods(t *testing.T) {
 	a := serve(t, store, server.Config{})
 	for _, c := range []struct{ path, allow, refused string }{
 		{"/api/v1/streams/order-1/events", "GET, HEAD, POST, OPTIONS", "DELETE"},
-		{"/api/v1/streams/order-1", "GET, HEAD, OPTIONS", "POST"},
+		{"/api/v1/streams/order-1", "GET, HEAD, DELETE, OPTIONS", "POST"},
 		{"/api/v1/subscriptions/hooks/parked/replay", "POST, OPTIONS", "GET"},
 		{"/api/v1/health", "GET, HEAD, OPTIONS", "PUT"},
 		{"/", "GET, HEAD, OPTIONS", "POST"},

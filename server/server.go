@@ -50,8 +50,9 @@ type Config struct {
 	// NoAuth serves without a token, for an application that mounts the
 	// handler behind authentication of its own. Token must then be empty.
 	NoAuth bool
-	// Writes enables the mutating endpoints: append, parked replay and
-	// skip, checkpoint reset.
+	// Writes enables the mutating endpoints: append, stream truncate,
+	// delete and tombstone, parked replay and skip, checkpoint reset,
+	// projection control.
 	Writes bool
 	// Name labels the store in the console: a short name, never a URL
 	// with credentials.
@@ -220,6 +221,8 @@ func (s *Server) routes() {
 	api("GET /api/v1/streams/{id}", read, false, s.streamInfo)
 	api("GET /api/v1/streams/{id}/events", read, false, s.readStream)
 	api("POST /api/v1/streams/{id}/events", write, false, s.appendEvents)
+	api("POST /api/v1/streams/{id}/truncate", write, false, s.truncateStream)
+	api("DELETE /api/v1/streams/{id}", write, false, s.deleteStream)
 	api("GET /api/v1/all", read, false, s.readAll)
 	api("GET /api/v1/all/tail", read, true, s.tail)
 	api("GET /api/v1/events", read, false, s.searchEvents)

@@ -327,7 +327,9 @@ async function streamView(id, q) {
   const limit = sizes.includes(q.get("limit")) || q.get("limit") === "1" ? q.get("limit") : "20";
   const params = new URLSearchParams({direction: dir, limit});
   if (from) params.set("from", from);
-  const [s, page] = await Promise.all([api("streams/" + enc(id)), api("streams/" + enc(id) + "/events?" + params)]);
+  // A deleted stream reads as not found, a tombstoned one as gone: no events.
+  const [s, page] = await Promise.all([api("streams/" + enc(id)), api("streams/" + enc(id) + "/events?" + params)
+    .catch((err) => { if (err.status === 404 || err.status === 410) return {events: [], next: null}; throw err; })]);
   const self = (p) => "#/stream/" + enc(id) + "?" + new URLSearchParams({limit, ...p});
   const n = Number(limit);
   const events = page.events.map((e) => el("article", {class: "event", "data-version": e.version},
@@ -349,12 +351,15 @@ async function streamView(id, q) {
   const jump = el("input", {type: "number", id: "jump-version", min: "1", size: 8, placeholder: "version", "aria-label": "version"});
   const size = el("select", {id: "page-size", "aria-label": "events per page", onchange: () => { location.hash = self({dir, ...(from ? {from} : {}), limit: size.value}); }},
     ...sizes.map((v) => el("option", {value: v, selected: v === limit}, v + " per page")));
+  const flash = sessionStorage.getItem("varve-flash");
+  sessionStorage.removeItem("varve-flash");
   const nodes = [
     el("h1", {}, "Stream ", el("span", {class: "mono", id: "stream-id"}, s.stream)),
+    flash ? el("div", {class: "notice", id: "flash"}, flash) : null,
     el("div", {class: "cards"},
       card("Version", s.version, "version"), card("Last position", s.last_position),
       card("Created", when(s.created_at)), card("Updated", when(s.updated_at)),
-      el("div", {class: "card"}, el("div", {class: "k"}, "State"), el("div", {class: "v"}, stateBadge(s)))),
+      el("div", {class: "card"}, el("div", {class: "k"}, "State"), el("div", {class: "v", id: "card-state"}, stateBadge(s)))),
     el("div", {class: "toolbar"},
       el("a", {href: self({dir: "backward"})}, "Newest first"), "·", el("a", {href: self({dir: "forward"})}, "Oldest first"),
       back ? el("a", {href: back, id: "back"}, dir === "backward" ? "← Newer" : "← Older") : null,
@@ -363,8 +368,10 @@ async function streamView(id, q) {
       el("form", {class: "toolbar", id: "jump", onsubmit: (ev) => { ev.preventDefault(); if (jump.value) location.hash = self({dir: "forward", from: jump.value}); }},
         el("label", {}, "from version ", jump), el("button", {type: "submit"}, "Go"))),
   ];
-  if (info.writes && !s.system && !s.tombstoned) nodes.push(appendForm(id, s.version));
-  nodes.push(el("section", {id: "events"}, events.length ? events : el("p", {class: "muted"}, "No events on this page.")));
+  if (info.writes && !s.system && !s.tombstoned) nodes.push(appendForm(id, s.version), lifecycleBox(s));
+  const none = s.tombstoned ? "The stream is tombstoned: its events are gone for good." :
+    s.deleted ? "The stream is deleted: it has no events until an append starts it afresh." : "No events on this page.";
+  nodes.push(el("section", {id: "events"}, events.length ? events : el("p", {class: "muted"}, none)));
   show(...nodes);
 }
 
@@ -397,6 +404,66 @@ function appendForm(id, version) {
     el("label", {for: "append-expected"}, "Expected version (a number, any, no-stream, stream-exists)"), expected,
     el("p", {}, el("button", {class: "primary", type: "submit", id: "append-submit"}, "Append")), out);
   return el("details", {class: "form", id: "append-box"}, el("summary", {}, "Append an event"), form);
+}
+
+// typedConfirm puts into out a form that asks for name, typed, before
+// it runs onConfirm: its button stays disabled until the text matches.
+function typedConfirm(out, name, question, label, onConfirm) {
+  const input = el("input", {type: "text", id: "confirm-name", autocomplete: "off", spellcheck: "false", "aria-label": "type " + name + " to confirm"});
+  const go = el("button", {type: "submit", class: "danger", id: "confirm-go", disabled: true}, label);
+  input.addEventListener("input", () => { go.disabled = input.value !== name; });
+  out.replaceChildren(el("form", {class: "toolbar confirm", id: "confirm", onsubmit: (ev) => { ev.preventDefault(); if (input.value === name) onConfirm(); }},
+    el("span", {}, question, " Type ", el("strong", {class: "mono"}, name), " to confirm:"),
+    input, go, el("button", {type: "button", id: "confirm-cancel", onclick: () => out.replaceChildren()}, "Cancel")));
+  input.focus();
+}
+
+// lifecycleBox truncates, deletes or tombstones the stream s, each behind
+// its id typed; a deleted stream can only be tombstoned. The page is drawn
+// again with a notice of what was done.
+function lifecycleBox(s) {
+  const out = el("div", {id: "lifecycle-out"});
+  const path = "streams/" + enc(s.stream);
+  const run = async (req, notice) => {
+    try {
+      await api(req.path, req.opts);
+      sessionStorage.setItem("varve-flash", notice);
+      route();
+    } catch (err) { out.replaceChildren(fail(err)); }
+  };
+  // Delete and tombstone expect the version the page shows: a stream
+  // written since is refused (409), not deleted unseen.
+  const expected = s.deleted ? "any" : String(s.version);
+  const del = (tombstone) => {
+    const q = new URLSearchParams({expected_version: expected});
+    if (tombstone) q.set("tombstone", "true");
+    return {path: path + "?" + q, opts: {method: "DELETE"}};
+  };
+  const before = el("input", {type: "number", id: "truncate-before", min: "1", step: "1", size: 8, placeholder: "version", "aria-label": "first version to keep"});
+  const truncate = (ev) => {
+    ev.preventDefault();
+    const v = Number(before.value);
+    if (before.value.trim() === "" || !Number.isInteger(v) || v < 1) { out.replaceChildren(fail(new Error("Give the first version to keep: a whole number from 1."))); return; }
+    typedConfirm(out, s.stream, "Remove the events of " + s.stream + " below version " + v + "? It is at version " + s.version + "; the version stays.", "Truncate",
+      () => run({path: path + "/truncate", opts: {method: "POST", body: {before: v}}}, "Removed the events below version " + v + "; the stream stays at version " + s.version + "."));
+  };
+  const tombstone = () => typedConfirm(out, s.stream,
+    "Tombstone " + s.stream + "? This is permanent: its events are deleted and its id can never be written again. It cannot be undone.", "Tombstone for good",
+    () => run(del(true), "Tombstoned: the stream is deleted for good and can never be written again."));
+  const body = s.deleted ? [
+    el("p", {class: "muted"}, "The stream is deleted: an append starts it afresh at version 1. Tombstone it to keep its id from ever being written again."),
+    el("div", {class: "toolbar"}, el("button", {type: "button", class: "danger", id: "tombstone-start", onclick: tombstone}, "Tombstone…")),
+  ] : [
+    el("p", {class: "muted"}, "Truncate removes the events below a version (the version stays); delete removes all its events (an append starts it afresh at version 1); tombstone deletes it for good."),
+    el("form", {class: "toolbar", id: "truncate", onsubmit: truncate},
+      el("label", {}, "Remove the events below version ", before), el("button", {type: "submit", class: "danger", id: "truncate-start"}, "Truncate…")),
+    el("div", {class: "toolbar"},
+      el("button", {type: "button", class: "danger", id: "delete-start", onclick: () => typedConfirm(out, s.stream,
+        "Delete the events of " + s.stream + ", at version " + s.version + "? An append starts it afresh at version 1.", "Delete",
+        () => run(del(false), "Deleted: its events are gone; an append starts it afresh at version 1."))}, "Delete…"),
+      el("button", {type: "button", class: "danger", id: "tombstone-start", onclick: tombstone}, "Tombstone…")),
+  ];
+  return el("details", {class: "form lifecycle", id: "lifecycle-box"}, el("summary", {}, "Stream lifecycle"), ...body, out);
 }
 
 // ---- $all, live --------------------------------------------------------------
