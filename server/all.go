@@ -20,8 +20,11 @@ import (
 // or before it backward); end says that the page reached the end (the
 // start, backward) of what is readable now.
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "after", "before", "direction", "limit", "system", "category", "type", "stream_prefix")
+	q, err := params(r, "after", "before", "direction", "limit", "system", "category", "type", "stream_prefix", "min_position", "wait")
 	if err != nil {
+		return err
+	}
+	if err := s.awaitPosition(r, q, s.store.WaitFor); err != nil {
 		return err
 	}
 	backward, err := directionParam(q)

@@ -47,16 +47,17 @@
 // reads $all backward, at most scan events (default 10,000), and answers
 // its matches with where to go on.
 //
-// Truncate removes a stream's events below a version (at least 1; a
-// version past the end removes them all) and keeps its version; delete
-// removes all its events if it is at expected_version (default any), and
-// a later append with no-stream or any starts it afresh at version 1;
-// tombstone=true deletes it for good: every later read or append is a
-// 410, and a stream never written can be tombstoned, which reserves its
-// id. Each answers 200 with the stream's info read after the change (the
-// same JSON as GET /api/v1/streams/{id}). A stream not there, or deleted
-// already, is a 404 (a tombstone of it is not), a tombstoned one a 410;
-// system streams are refused with 403 "system_stream".
+// Truncate, delete and tombstone are the library's (a stream never
+// written can be tombstoned, which reserves its id) and answer 200 with
+// the stream's info read after the change; a stream not there is a 404, a
+// tombstoned one a 410; system streams are refused with 403
+// "system_stream".
+//
+// Read your writes: an append answers its position in the header
+// Varve-Position; a read of a stream or of $all, and of a projection or a
+// consumer, that names it as min_position waits until the log is readable
+// through it, or until the projection or consumer has handled it, for at
+// most wait (default 5s), then answers, or 504 "position_not_reached".
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // status that fits: 400 for bad input (the message names the parameter or

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -60,7 +61,13 @@ func (s *Server) knownProjection(r *http.Request) (projection.Info, error) {
 }
 
 func (s *Server) projectionInfo(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r); err != nil {
+	q, err := params(r, waitParams...)
+	if err != nil {
+		return err
+	}
+	if err := s.awaitPosition(r, q, func(ctx context.Context, pos varve.Position) error {
+		return projection.WaitFor(ctx, s.store, r.PathValue("name"), pos)
+	}); err != nil {
 		return err
 	}
 	info, err := s.knownProjection(r)

@@ -101,7 +101,11 @@ func (s *Server) listStreams(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) streamInfo(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r); err != nil {
+	q, err := params(r, waitParams...)
+	if err != nil {
+		return err
+	}
+	if err := s.awaitPosition(r, q, s.store.WaitFor); err != nil {
 		return err
 	}
 	info, err := s.store.StreamInfo(r.Context(), r.PathValue("id"))
@@ -112,8 +116,11 @@ func (s *Server) streamInfo(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) readStream(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, "from", "direction", "limit")
+	q, err := params(r, "from", "direction", "limit", "min_position", "wait")
 	if err != nil {
+		return err
+	}
+	if err := s.awaitPosition(r, q, s.store.WaitFor); err != nil {
 		return err
 	}
 	limit, err := intParam(q, "limit", DefaultPageLimit, 1, MaxPageLimit)
@@ -207,6 +214,7 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	w.Header().Set(positionHeader, res.Position.String())
 	ids := make([]uuid.UUID, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/projection"
+	"github.com/varve-go/varve/subscription"
 )
 
 func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error {
@@ -41,7 +43,13 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) subscription(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r); err != nil {
+	q, err := params(r, waitParams...)
+	if err != nil {
+		return err
+	}
+	if err := s.awaitPosition(r, q, func(ctx context.Context, pos varve.Position) error {
+		return subscription.WaitFor(ctx, s.store, r.PathValue("name"), pos)
+	}); err != nil {
 		return err
 	}
 	last, err := s.store.LastPosition(r.Context())
