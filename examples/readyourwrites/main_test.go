@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,7 +54,7 @@ func TestReadYourWrites(t *testing.T) {
 				t.Fatalf("read %d after token %s: %s, %+v, %v; want %d items", i, token, got.Status, o, err, i)
 			}
 		}
-		bad, err := http.Get(srv.URL + "/orders/7?after=" + fmt.Sprint("not-a-position"))
+		bad, err := http.Get(srv.URL + "/orders/7?after=not-a-position")
 		if err != nil {
 			t.Fatal(err)
 		}
