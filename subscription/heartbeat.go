@@ -71,12 +71,17 @@ func (s *Subscription) Heartbeat(ctx context.Context) (stop func()) {
 			}
 			select {
 			case <-ctx.Done():
+				rctx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				if held.Token == 0 {
+					// A first beat cut short by the stop may have been
+					// stored all the same: take the lease to release it.
+					held, _ = leases.Acquire(rctx, name, holder, ttl)
+				}
 				if held.Token != 0 {
-					rctx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 					_ = s.saveSeen(rctx, time.Now())
 					_ = leases.Release(rctx, held)
-					done()
 				}
+				done()
 				return
 			case <-t.C:
 			}
