@@ -20,6 +20,7 @@
 //	GET  /api/v1/all?direction=backward&before=&...  a page of $all newest first, before a position or from the end
 //	GET  /api/v1/all/tail?after=&system=&category=&type=&stream_prefix=     $all live, as Server-Sent Events
 //	GET  /api/v1/events?id=|correlation_id=&before=&scan=&limit=   find events, reading $all backward (next, end, scanned)
+//	GET  /api/v1/dcb/read?query=&options=, POST /api/v1/dcb/append   the dcb.events interface (see dcbhttp.go)
 //	GET  /api/v1/subscriptions?prefix=               consumers: checkpoints, lag, parked counts
 //	GET  /api/v1/subscriptions/{name}                one consumer and its parked events
 //	POST /api/v1/subscriptions/{name}/parked/replay  replay parked events (writes enabled, a replay sink or a projection)
@@ -100,20 +101,17 @@
 //
 // # Dashboard
 //
-// The dashboard's figures are sampled by the server (one goroutine, from
+// The dashboard's figures are sampled by the server, one goroutine from
 // the first /api/v1/dashboard request until [Server.Close] or
-// DashboardWindow without a request), so that every viewer sees the same
-// samples: $all's head and the events appended since the previous sample
-// (at most DashboardCountLimit counted), with Config.Meter the rates and
-// append latency of this server's store, the store's size where the
-// backend has a Size method, and the first MaxDashboardConsumers
-// consumers' lag and whether they run. docs/server.md has the details.
+// DashboardWindow without a request, so that every viewer sees the same
+// samples; docs/server.md says what a sample holds and how it is bounded.
 //
 // # Security
 //
 // Every request but health and readiness needs the bearer token of
-// Config.Token (compared in constant time); mutating requests also need
-// Config.Writes. The console's static files are served without it: they
+// Config.Token, compared in constant time (or that token as the password
+// of Basic authentication on the DCB interface, for the DCB suite); mutating
+// requests also need Config.Writes. The console's static files are served without it: they
 // are the same in every build and hold no data; the console asks for the
 // token and sends it as a header, so no cookie and no ambient credential
 // exist for a cross-site request to use. Request bodies are bounded

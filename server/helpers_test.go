@@ -144,7 +144,11 @@ func (a *api) do(method, path string, body any, hdr ...string) response {
 	_, _ = a.seen.Write(raw)
 	r := response{status: res.StatusCode, header: res.Header, raw: raw}
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(raw, &r.body); err != nil {
+		dst := any(&r.body)
+		if bytes.HasPrefix(raw, []byte("[")) {
+			dst = new([]any) // an array (the DCB interface's reads): r.raw has it
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
 			a.t.Fatalf("%s %s: the JSON body does not decode: %v\n%s", method, path, err, raw)
 		}
 	}
