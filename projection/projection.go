@@ -113,6 +113,10 @@ type Projection struct {
 	Version int
 	// Filter selects the events the handler sees.
 	Filter varve.Filter
+	// Query, when it has items, selects them instead: the events of a
+	// dynamic consistency boundary (types and tags), read through the
+	// backend's tag indexes ([subscription.Config].Query).
+	Query varve.Query
 	// Handle applies a batch; exactly one of Handle and Commit is set.
 	Handle Handler
 	// Commit applies a batch and saves the checkpoint itself.
@@ -139,6 +143,9 @@ func (p Projection) check() error {
 	}
 	if (p.Handle == nil) == (p.Commit == nil) {
 		return fmt.Errorf("%w: projection %q: set exactly one of Handle and Commit", varve.ErrInvalidArgument, p.Name)
+	}
+	if len(p.Query.Items) > 0 && !p.Filter.IsZero() {
+		return fmt.Errorf("%w: projection %q: set one of Filter and Query", varve.ErrInvalidArgument, p.Name)
 	}
 	return nil
 }

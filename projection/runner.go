@@ -216,6 +216,7 @@ func (r *Runner) run(ctx context.Context) error {
 		Segment:     r.cfg.Segment,
 		Segments:    r.cfg.Segments,
 		Filter:      r.p.Filter,
+		Query:       r.p.Query,
 		PageSize:    r.cfg.PageSize,
 		MinPoll:     r.cfg.MinPoll,
 		MaxPoll:     r.cfg.MaxPoll,

@@ -24,8 +24,10 @@ const DescriptorPrefix = "$consumer-"
 
 // Descriptor is what a subscription reads, as [Open] records it.
 type Descriptor struct {
-	Filter        varve.Filter `json:"filter,omitzero"`
-	SystemStreams bool         `json:"system_streams,omitempty"`
+	Filter varve.Filter `json:"filter,omitzero"`
+	// Query is the query a subscription to a consistency boundary reads.
+	Query         varve.Query `json:"query,omitzero"`
+	SystemStreams bool        `json:"system_streams,omitempty"`
 	// Stream is the one stream a subscription to a stream reads.
 	Stream string `json:"stream,omitempty"`
 	// Segment and Segments are a segment's (see [Config.Segments]).
@@ -34,7 +36,7 @@ type Descriptor struct {
 }
 
 func descriptorOf(cfg Config) Descriptor {
-	d := Descriptor{Filter: cfg.Filter, SystemStreams: cfg.SystemStreams, Stream: cfg.Stream}
+	d := Descriptor{Filter: cfg.Filter, Query: cfg.Query, SystemStreams: cfg.SystemStreams, Stream: cfg.Stream}
 	if cfg.Segments > 1 {
 		d.Segment, d.Segments = cfg.Segment, cfg.Segments
 	}
@@ -51,6 +53,8 @@ func (d Descriptor) Match(e *varve.RecordedEvent, sep string) bool {
 		return false
 	case d.Segments > 1 && SegmentOf(e.Stream, d.Segments) != d.Segment:
 		return false
+	case len(d.Query.Items) > 0:
+		return d.Query.Match(e)
 	}
 	return d.Filter.Match(e, sep)
 }
@@ -127,7 +131,11 @@ func Lag(ctx context.Context, store *varve.Store, pos varve.Position, d Descript
 		f = varve.Filter{StreamPrefixes: []string{d.Stream}}
 	}
 	sep := store.Config().CategorySeparator
-	for e, err := range store.ReadAll(ctx, pos, f, varve.PageSize(max(1, min(limit, 1000))), varve.PageBytes(LagPageBytes)) {
+	events := store.ReadAll(ctx, pos, f, varve.PageSize(max(1, min(limit, 1000))), varve.PageBytes(LagPageBytes))
+	if len(d.Query.Items) > 0 {
+		events = store.ReadQuery(ctx, d.Query, pos, varve.PageSize(max(1, min(limit, 1000))), varve.PageBytes(LagPageBytes))
+	}
+	for e, err := range events {
 		if err != nil {
 			return 0, false, err
 		}

@@ -81,6 +81,13 @@ type Config struct {
 	// can ([varve.FilteredReader]). Every consumer (delivery, projection)
 	// takes the same [varve.Filter].
 	Filter varve.Filter
+	// Query, when it has items, keeps only the events it matches (types
+	// and tags, as in dcb.events): a subscription to a dynamic consistency
+	// boundary, read through the backend's tag indexes
+	// ([varve.Store.ReadQueryPage]) and checkpointed like any other. It
+	// needs a store that keeps tags ([varve.Capabilities].Tags), and goes
+	// with neither Filter nor Stream.
+	Query varve.Query
 	// SystemStreams keeps the events of streams whose id begins with "$".
 	SystemStreams bool
 	// Segments, when more than 1, keeps only the events of the streams in
@@ -181,6 +188,14 @@ func checkConfig(cfg *Config, store *varve.Store) error {
 	}
 	if cfg.Segments > 1 && (cfg.Segments > MaxSegments || cfg.Segment < 0 || cfg.Segment >= cfg.Segments || cfg.Stream != "") {
 		return fmt.Errorf("%w: segment %d of %d (at most %d, of $all)", varve.ErrInvalidArgument, cfg.Segment, cfg.Segments, MaxSegments)
+	}
+	if len(cfg.Query.Items) > 0 {
+		switch {
+		case !cfg.Filter.IsZero() || cfg.Stream != "":
+			return fmt.Errorf("%w: a query goes with neither a filter nor a stream", varve.ErrInvalidArgument)
+		case !store.Capabilities().Tags:
+			return fmt.Errorf("a query: %w: the store keeps no tags", varve.ErrNotSupported)
+		}
 	}
 	if cfg.PageSize < 0 || cfg.MinPoll < 0 || cfg.MaxPoll < 0 {
 		return fmt.Errorf("%w: negative page size or poll interval", varve.ErrInvalidArgument)
@@ -334,7 +349,13 @@ func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
 	if s.cfg.Stream != "" {
 		return s.readStream(ctx)
 	}
-	res, err := s.store.ReadAllPage(ctx, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize), s.filter)
+	var res varve.AllPage
+	var err error
+	if len(s.cfg.Query.Items) > 0 {
+		res, err = s.store.ReadQueryPage(ctx, s.cfg.Query, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize))
+	} else {
+		res, err = s.store.ReadAllPage(ctx, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize), s.filter)
+	}
 	page := res.Events
 	s.buf = page
 	if err != nil {
