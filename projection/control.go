@@ -183,6 +183,10 @@ type VersionInfo struct {
 	// LagMore is set when there are more.
 	Lag     int64 `json:"lag"`
 	LagMore bool  `json:"lag_more"`
+	// Pending is when the oldest event the version has yet to handle was
+	// recorded (its lag in time); nil when it has none, or none within
+	// subscription.OldestScan events.
+	Pending *time.Time `json:"pending_since"`
 	// Parked counts the version's parked events that are not replayed or
 	// skipped, those of its segments' runners included where the backend
 	// lists streams (a segment parks under its own name).
@@ -216,16 +220,25 @@ const MaxInspectLag = 10_000
 // countLag counts the events after cp that the version's runner reads
 // (by the filter its subscription recorded: [subscription.Described]), up
 // to MaxInspectLag.
-func countLag(ctx context.Context, store *varve.Store, checkpoint string, cp varve.Position) (int64, bool, error) {
+// countLag counts a version's lag by its recorded descriptor, and finds
+// when the oldest event it has yet to handle was recorded (nil: none).
+func countLag(ctx context.Context, store *varve.Store, checkpoint string, cp varve.Position) (int64, bool, *time.Time, error) {
 	d, ok, err := subscription.Described(ctx, store, checkpoint)
 	if err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
 	if !ok {
 		d = subscription.Descriptor{}
 	}
 	n, more, err := subscription.Lag(ctx, store, cp, d, MaxInspectLag)
-	return int64(n), more, err
+	if err != nil || n == 0 {
+		return int64(n), more, nil, err
+	}
+	at, found, err := subscription.Oldest(ctx, store, cp, d)
+	if err != nil || !found {
+		return int64(n), more, nil, err
+	}
+	return int64(n), more, &at, nil
 }
 
 // Info is what the store knows of a projection: [Inspect] reads it.
@@ -351,7 +364,7 @@ func Inspect(ctx context.Context, store *varve.Store, name string) (Info, error)
 		if vi.Checkpoint != nil {
 			cp = *vi.Checkpoint
 		}
-		if vi.Lag, vi.LagMore, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
+		if vi.Lag, vi.LagMore, vi.Pending, err = countLag(ctx, store, CheckpointName(name, v), cp); err != nil {
 			return info, fmt.Errorf("projection %q: lag: %w", name, err)
 		}
 		if at, ok, err := subscription.LastSeen(ctx, store, CheckpointName(name, v)); err != nil {

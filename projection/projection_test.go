@@ -577,6 +577,10 @@ func TestInspectLagByFilter(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
+		if info, err := projection.Inspect(t.Context(), s, "lagf"); err != nil || info.Versions[0].Pending != nil {
+			t.Fatalf("caught up, pending since %v (%v), want nil", info.Versions[0].Pending, err)
+		}
+		before := time.Now()
 		appendN(t, s, "lagf", "Counted", 3, 2)
 		appendN(t, s, "lagother", "Counted", 4, 2)
 		info, err := projection.Inspect(t.Context(), s, "lagf")
@@ -585,6 +589,11 @@ func TestInspectLagByFilter(t *testing.T) {
 		}
 		if len(info.Versions) != 1 || info.Versions[0].Lag != 3 || info.Versions[0].LagMore {
 			t.Fatalf("versions %+v: want a lag of 3", info.Versions)
+		}
+		// The lag in time: the oldest of the three was recorded after the
+		// runner stopped (store clocks run within a second of this one).
+		if p := info.Versions[0].Pending; p == nil || p.Before(before.Add(-time.Second)) || p.After(time.Now().Add(time.Second)) {
+			t.Fatalf("pending since %v, want about %v", p, before)
 		}
 	})
 }

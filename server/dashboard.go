@@ -36,9 +36,6 @@ const (
 	DashboardCountLimit = 10_000
 	// maxSampleError bounds the text of one error kept in a sample.
 	maxSampleError = 300
-	// oldestScan bounds the events read to find a consumer's oldest
-	// unprocessed event.
-	oldestScan = 1000
 )
 
 // sample is what the dashboard shows of one moment, as the API sends it.
@@ -77,7 +74,7 @@ type consumerSample struct {
 	// OldestMS is the age of the oldest event the consumer has yet to
 	// process (the sample's time less the first such event's RecordedAt),
 	// in milliseconds; null when it is caught up, has no checkpoint, or
-	// the first oldestScan events after its checkpoint hold none it reads.
+	// the first subscription.OldestScan events after its checkpoint hold none it reads.
 	OldestMS *int64 `json:"oldest_unprocessed_ms"`
 	Running  *int   `json:"running"`
 	Seen     bool   `json:"seen"`
@@ -345,32 +342,13 @@ func (d *sampler) consumerNames(ctx context.Context) (names []string, truncated 
 }
 
 // oldestUnprocessed returns the RecordedAt of the first event after pos
-// that the consumer name reads, by the descriptor it recorded (as
-// subscription.Lag counts them); ok is false when the first oldestScan
-// events after pos hold none.
+// that the consumer name reads (subscription.Oldest, by its descriptor).
 func oldestUnprocessed(ctx context.Context, store *varve.Store, name string, pos varve.Position) (time.Time, bool, error) {
 	desc, _, err := subscription.Described(ctx, store, name)
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	f := desc.Filter
-	if desc.Stream != "" {
-		f = varve.Filter{StreamPrefixes: []string{desc.Stream}}
-	}
-	sep := store.Config().CategorySeparator
-	scan := oldestScan
-	for e, err := range store.ReadAll(ctx, pos, f, varve.PageSize(100), varve.PageBytes(subscription.LagPageBytes)) {
-		if err != nil {
-			return time.Time{}, false, err
-		}
-		if desc.Match(&e, sep) {
-			return e.RecordedAt, true, nil
-		}
-		if scan--; scan == 0 {
-			break
-		}
-	}
-	return time.Time{}, false, nil
+	return subscription.Oldest(ctx, store, pos, desc)
 }
 
 // keep numbers the sample and adds it to the ring, dropping the oldest

@@ -152,3 +152,35 @@ func Lag(ctx context.Context, store *varve.Store, pos varve.Position, d Descript
 	}
 	return n, false, nil
 }
+
+// OldestScan bounds the events [Oldest] reads.
+const OldestScan = 1000
+
+// Oldest returns when the first event after pos that the subscription
+// described by d reads was recorded: the age of a consumer's lag in time.
+// ok is false when none is within the first OldestScan events after pos
+// (there is none, or the consumer's filter passes over more than that).
+func Oldest(ctx context.Context, store *varve.Store, pos varve.Position, d Descriptor) (t time.Time, ok bool, err error) {
+	f := d.Filter
+	if d.Stream != "" {
+		f = varve.Filter{StreamPrefixes: []string{d.Stream}}
+	}
+	events := store.ReadAll(ctx, pos, f, varve.PageSize(100), varve.PageBytes(LagPageBytes))
+	if len(d.Query.Items) > 0 {
+		events = store.ReadQuery(ctx, d.Query, pos, varve.PageSize(100), varve.PageBytes(LagPageBytes))
+	}
+	sep := store.Config().CategorySeparator
+	scan := OldestScan
+	for e, err := range events {
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if d.Match(&e, sep) {
+			return e.RecordedAt, true, nil
+		}
+		if scan--; scan == 0 {
+			break
+		}
+	}
+	return time.Time{}, false, nil
+}

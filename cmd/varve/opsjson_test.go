@@ -169,7 +169,7 @@ var (
 	parkedKeys     = []string{"subscription", "stream", "version", "position", "event_id", "type", "attempts", "reason", "parked_at"}
 	parkedOptional = []string{"error", "first_attempt", "event"}
 	projectionKeys = []string{"name", "head", "paused", "current", "parked", "failure", "versions"}
-	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "parked", "running", "last_seen", "current", "rebuild_pending", "replay_pending", "state"}
+	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "pending_since", "parked", "running", "last_seen", "current", "rebuild_pending", "replay_pending", "state"}
 )
 
 // TestOperatorJSON runs each operator command with --json on a SQLite

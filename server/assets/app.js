@@ -730,6 +730,13 @@ function runBadge(running, seen, lastSeen) {
 const projState = {"live": "ok", "catching-up": "warn", "rebuilding": "warn", "paused": "warn", "failed": "bad"};
 function projBadge(state) { return el("span", {class: "badge " + (projState[state] || "")}, state); }
 function lagText(v) { return v.checkpoint === null ? "–" : (v.lag_more ? "more than " + v.lag : String(v.lag)); }
+// ago says how long ago t was: "12 s", "3 min", "2 h", "4 d".
+function ago(t) {
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 120) return Math.round(s) + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  return s < 172800 ? Math.round(s / 3600) + " h" : Math.round(s / 86400) + " d";
+}
 
 async function projectionsView() {
   const res = await api("projections");
@@ -781,6 +788,7 @@ async function projectionView(name) {
     el("td", {class: "num mono"}, v.checkpoint === null ? "none" : v.checkpoint),
     el("td", {class: "num mono"}, v.origin === null ? "–" : v.origin),
     el("td", {class: "num"}, lagText(v)),
+    el("td", {class: "num", title: v.pending_since ? "the oldest event it has yet to handle was recorded at " + when(v.pending_since) : null}, v.pending_since ? ago(v.pending_since) : "–"),
     el("td", {class: "num"}, v.parked ? el("a", {href: "#/subscription/" + enc("projection-" + p.name + "-v" + v.version)}, v.parked + " parked") : "0"),
     el("td", {}, writes ? [
       v.current ? null : el("button", {class: "primary", "data-act": "promote", onclick: () => act("promote", v.version, true)}, "Make current"),
@@ -803,7 +811,7 @@ async function projectionView(name) {
     out,
     el("h2", {}, "Versions"),
     el("table", {id: "versions"},
-      el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Version"), el("th", {}, "State"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Origin"), el("th", {class: "num"}, "Lag (events)"), el("th", {class: "num"}, "Parked"), el("th", {}, ""))),
+      el("thead", {}, el("tr", {}, el("th", {class: "num"}, "Version"), el("th", {}, "State"), el("th", {class: "num"}, "Checkpoint"), el("th", {class: "num"}, "Origin"), el("th", {class: "num"}, "Lag (events)"), el("th", {class: "num"}, "Lag (time)"), el("th", {class: "num"}, "Parked"), el("th", {}, ""))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 7, class: "muted"}, "No version has a checkpoint yet.")))),
     el("p", {class: "muted"}, "Runners follow pause, resume and rebuild within their control poll (a second by default); a version runs while a runner's heartbeat lasts."));
 }
@@ -987,6 +995,7 @@ async function dashboardView() {
       card("$all head", last.head === null ? "–" : last.head, "head"),
       card("Events/s, every writer", last.events_per_sec === null ? "–" : rate(last.events_per_sec) + (last.events_at_least ? " or more" : ""), "events"),
       card("Appends/s through this server", res.measured ? (own ? rate(own.appends_per_sec) : "–") : "not measured", "appends"),
+      card("Read pages/s, this server", res.measured ? (own ? rate(own.read_pages_per_sec) : "–") : "not measured", "reads"),
       card("Append p50 / p99, this server", res.measured ? (own && own.append_p50_us !== null ? millis(own.append_p50_us) + " / " + millis(own.append_p99_us) + " ms" : "–") : "not measured", "latency"),
       card("Store size", size(last.size_bytes), "size"));
     const t0 = Date.parse(samples[0].time), t1 = Date.parse(last.time);
