@@ -22,6 +22,9 @@ func TestScale(t *testing.T) {
 	backendtest.RunScale(t, benchFactory, backendtest.ScaleConfig{Events: 1_000_000})
 }
 
+// TestDCBScale: DCB as the log grows to 10 million events (opt-in).
+func TestDCBScale(t *testing.T) { backendtest.RunDCBScale(t, benchFactory) }
+
 // BenchmarkBaseline is the floor the memory backend is measured against: a
 // bare mutex and slice that keep each event's id, type and a copy of its
 // payload, as the backend does.

@@ -310,3 +310,10 @@ func TestScale(t *testing.T) {
 		return open(t, config(t, testSchema))
 	}}, backendtest.ScaleConfig{Events: 100_000})
 }
+
+// TestDCBScale: DCB as the log grows to 10 million events (opt-in).
+func TestDCBScale(t *testing.T) {
+	backendtest.RunDCBScale(t, backendtest.Factory{New: func(t testing.TB) varve.Backend {
+		return open(t, config(t, testSchema))
+	}})
+}

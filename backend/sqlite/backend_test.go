@@ -92,3 +92,6 @@ func BenchmarkSuite(b *testing.B) { backendtest.Benchmark(b, suiteFactory) }
 func TestScale(t *testing.T) {
 	backendtest.RunScale(t, suiteFactory, backendtest.ScaleConfig{Events: 100_000})
 }
+
+// TestDCBScale: DCB as the log grows to 10 million events (opt-in).
+func TestDCBScale(t *testing.T) { backendtest.RunDCBScale(t, suiteFactory) }
