@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/backoff"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -48,7 +49,7 @@ func (r *Runner) WaitFor(ctx context.Context, pos varve.Position) error {
 func WaitFor(ctx context.Context, store *varve.Store, name string, pos varve.Position) error {
 	v, ok, err := Current(ctx, store, name)
 	for err == nil && !ok {
-		if err = sleep(ctx); err == nil {
+		if err = backoff.Sleep(ctx, 100*time.Millisecond); err == nil {
 			v, ok, err = Current(ctx, store, name)
 		}
 	}
@@ -59,16 +60,4 @@ func WaitFor(ctx context.Context, store *varve.Store, name string, pos varve.Pos
 		return fmt.Errorf("projection %q version %d: %w", name, v, err)
 	}
 	return nil
-}
-
-// sleep waits a tenth of a second, or until ctx ends.
-func sleep(ctx context.Context) error {
-	t := time.NewTimer(100 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/backoff"
 )
 
 // Polling bounds of [WaitFor]: a checkpoint's save wakes nobody.
@@ -26,12 +27,6 @@ const (
 // store's checkpoints (every 5 to 250 ms), and is bounded by ctx only.
 func WaitFor(ctx context.Context, store *varve.Store, name string, pos varve.Position) error {
 	poll := waitPollMin
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		at, ok, err := handledThrough(ctx, store, name)
 		switch {
@@ -40,21 +35,14 @@ func WaitFor(ctx context.Context, store *varve.Store, name string, pos varve.Pos
 		case ok && !at.Less(pos):
 			return nil
 		}
-		if timer == nil {
-			timer = time.NewTimer(poll)
-		} else {
-			timer.Reset(poll)
-		}
-		poll = min(2*poll, waitPollMax)
-		select {
-		case <-ctx.Done():
+		if err := backoff.Sleep(ctx, poll); err != nil {
 			through := "no checkpoint yet"
 			if ok {
 				through = "handled through " + at.String()
 			}
-			return fmt.Errorf("subscription %q: wait for position %s (%s): %w", name, pos, through, ctx.Err())
-		case <-timer.C:
+			return fmt.Errorf("subscription %q: wait for position %s (%s): %w", name, pos, through, err)
 		}
+		poll = min(2*poll, waitPollMax)
 	}
 }
 
