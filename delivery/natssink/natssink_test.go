@@ -77,7 +77,7 @@ func TestSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	if id := msg.Header.Get(jetstream.MsgIDHeader); id != p.IdempotencyKey || id != delivery.Key("to-nats", p.Position) ||
-		msg.Header.Get(delivery.HeaderStream) != p.Stream {
+		msg.Header.Get(delivery.HeaderStream) != p.Stream || msg.Header.Get(delivery.HeaderPosition) != p.Position.String() {
 		t.Fatalf("headers %v for payload %+v", msg.Header, p)
 	}
 }

@@ -176,6 +176,7 @@ func (w *Sink) Deliver(ctx context.Context, d delivery.Delivery) error {
 	h.Set(HeaderTimestamp, ts)
 	h.Set(HeaderSignature, sign(w.key, d.Key, ts, body))
 	h.Set(delivery.HeaderAttempt, strconv.Itoa(d.Attempt))
+	h.Set(delivery.HeaderPosition, d.Event.Position.String())
 
 	resp, err := w.client.Do(req)
 	if err != nil {

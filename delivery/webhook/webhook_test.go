@@ -138,7 +138,8 @@ func TestSignature(t *testing.T) {
 	if err := webhook.Verify(secret, req.header, req.body, time.Minute); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	if req.header.Get("Idempotency-Key") != "hooks:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" {
+	if req.header.Get("Idempotency-Key") != "hooks:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" ||
+		req.header.Get("Varve-Position") != "42" {
 		t.Fatalf("headers %v", req.header)
 	}
 	var p delivery.Payload
