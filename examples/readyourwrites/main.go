@@ -6,7 +6,7 @@
 // then answers from the read model. Without the token a read may not see
 // the order yet: the projection runs behind the log.
 //
-//	go run ./examples/readyourwrites -store orders.db
+//	go run ./examples/readyourwrites -store sqlite:///tmp/orders.db
 package main
 
 import (
@@ -109,7 +109,7 @@ func (s *service) routes() http.Handler {
 }
 
 func main() {
-	storeURL := flag.String("store", "orders.db", "the store: a SQLite file or a store URL")
+	storeURL := flag.String("store", "memory:", "the store's URL (package open): memory:, sqlite:///path/orders.db, postgres://..., nats://...")
 	addr := flag.String("addr", "127.0.0.1:8080", "where to listen")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
