@@ -62,6 +62,13 @@ func TestConsoleLifecycle(t *testing.T) {
 		t.Fatalf("after truncate before 4 the store holds %d events of order-7, want 7", n)
 	}
 	b.shot("lifecycle-truncated")
+	// Oldest first, the first page left is the oldest: no link leads below
+	// it to the versions that are gone.
+	b.do("oldest first", chromedp.Navigate(a.url+"/#/stream/order-7?dir=forward&from=2&limit=2"), chromedp.WaitVisible(chromedp.ID("events")))
+	b.until("the first page left", `document.querySelector("#events article") !== null && document.querySelector("#events article").dataset.version === "4"`)
+	if older, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.getElementById("back") === null`)); err != nil || !older {
+		t.Fatalf("the first page left after a truncation offers older events (%v)", err)
+	}
 
 	// Delete: the state badge says deleted; an append can start it afresh.
 	b.do("open the lifecycle box", chromedp.Click(chromedp.CSS(`#lifecycle-box > summary`)))

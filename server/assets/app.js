@@ -347,7 +347,10 @@ async function streamView(id, q) {
   const versions = page.events.map((e) => e.version);
   let back = null;
   if (versions.length && dir === "backward" && Math.max(...versions) < s.version) back = self({dir, from: String(Math.min(s.version, Math.max(...versions) + n))});
-  if (versions.length && dir === "forward" && Math.min(...versions) > 1) back = self({dir, from: String(Math.max(1, Math.min(...versions) - n))});
+  // A forward page that begins after the version it was asked from met a
+  // truncation: the versions below it are gone, nothing is older.
+  const truncatedBelow = Math.min(...versions) > (from === "" ? 1 : Number(from));
+  if (versions.length && dir === "forward" && Math.min(...versions) > 1 && !truncatedBelow) back = self({dir, from: String(Math.max(1, Math.min(...versions) - n))});
   const jump = el("input", {type: "number", id: "jump-version", min: "1", size: 8, placeholder: "version", "aria-label": "version"});
   const size = el("select", {id: "page-size", "aria-label": "events per page", onchange: () => { location.hash = self({dir, ...(from ? {from} : {}), limit: size.value}); }},
     ...sizes.map((v) => el("option", {value: v, selected: v === limit}, v + " per page")));
