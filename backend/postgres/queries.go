@@ -111,7 +111,7 @@ LIMIT $3`
 	// tables' first ANALYZE could scan all events per read).
 	byTags := `SELECT ` + allCols + `
 FROM (
-    SELECT DISTINCT c.tx, c.seq FROM (
+    SELECT DISTINCT ON (c.tx, c.seq) c.tx, c.seq FROM (
         SELECT k.tx, k.seq FROM unnest($4::text[]) AS v(val)
         CROSS JOIN LATERAL (
             SELECT t.tx, t.seq FROM ` + s + `.event_tags t
