@@ -111,6 +111,11 @@ func InspectConsumer(ctx context.Context, store *varve.Store, name string, lagLi
 func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int) (Consumer, []ParkedEvent, error) {
 	p := NewParked(store, name)
 	c := Consumer{Name: name, ParkedStream: p.Stream()}
+	d, seen, err := subscription.Described(ctx, store, name)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Seen = seen
 	if cps := store.Checkpoints(); store.Capabilities().Checkpoints {
 		pos, ok, err := cps.Load(ctx, name)
 		if err != nil {
@@ -119,10 +124,6 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 		if ok {
 			c.Checkpoint = &pos
 			if lagLimit >= 0 {
-				d, _, err := subscription.Described(ctx, store, name)
-				if err != nil {
-					return c, nil, err
-				}
 				if c.Lag, c.LagMore, err = subscription.Lag(ctx, store, pos, d, lagLimit); err != nil {
 					return c, nil, err
 				}
@@ -130,11 +131,6 @@ func inspect(ctx context.Context, store *varve.Store, name string, lagLimit int)
 			}
 		}
 	}
-	_, seen, err := subscription.Described(ctx, store, name)
-	if err != nil {
-		return c, nil, err
-	}
-	c.Seen = seen
 	if at, ok, err := subscription.LastSeen(ctx, store, name); err != nil {
 		return c, nil, err
 	} else if ok {
