@@ -31,6 +31,9 @@ type Capabilities struct {
 	ListStreams bool
 	// Leases: [Store.Leases] hands out leases with fenced checkpoint saves.
 	Leases bool
+	// Keys: [Store.Keys] keeps the wrapped data keys of crypto-shredding
+	// ([KeyStore], package shred).
+	Keys bool
 	// Durable: an acknowledged append, and a saved checkpoint, survive a
 	// crash of the process ([Features.Durable]).
 	Durable bool
@@ -49,6 +52,7 @@ func (s *Store) Capabilities() Capabilities {
 		ListCheckpoints:    s.Checkpoints().lister() != nil,
 		ListStreams:        s.Streams().b != nil,
 		Leases:             s.leases != nil,
+		Keys:               s.Keys().b != nil,
 		Durable:            s.b.Features().Durable,
 	}
 }

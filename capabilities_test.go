@@ -11,7 +11,7 @@ import (
 // the backends it wraps implement, no more.
 func TestStoreCapabilities(t *testing.T) {
 	mem := varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
-		Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true}
+		Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true}
 	noMulti := mem
 	noMulti.MultiAppend = false
 	inline := mem

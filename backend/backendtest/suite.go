@@ -58,6 +58,7 @@ func Run(t *testing.T, f Factory) {
 		{"DCB", testDCB},
 		{"Leases", testLeases},
 		{"LeaseFence", testLeaseFence},
+		{"Keys", testKeys},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},

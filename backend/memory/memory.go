@@ -40,6 +40,7 @@ type Backend struct {
 	snapshots   map[string]varve.Snapshot
 	checkpoints map[string]varve.Position
 	leases      map[string]lease
+	keys        map[string]varve.WrappedKey
 }
 
 type shard struct {
