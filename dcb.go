@@ -202,6 +202,9 @@ func (s *Store) ReadQueryPage(ctx context.Context, q Query, after Position, buf 
 	if err == nil {
 		rctx, stop := s.readContext(ctx)
 		page.Events, page.Through, err = s.readQuery(rctx, after, o.pageLen(), o.bytes, q, buf)
+		if err == nil {
+			err = s.open(rctx, o.paging, page.Events[len(buf):])
+		}
 		err = readErr(rctx, err)
 		stop()
 	}

@@ -15,7 +15,7 @@ type StreamOption interface{ applyStream(*streamOptions) }
 type AllOption interface{ applyAll(*allOptions) }
 
 // ReadOption is a choice that fits every read: [ReadBackward], [Limit],
-// [PageSize] and [PageBytes].
+// [PageSize], [PageBytes] and [Sealed].
 type ReadOption struct {
 	kind readOptionKind
 	n    int
@@ -28,6 +28,7 @@ const (
 	optLimit
 	optPageBytes
 	optBackward
+	optSealed
 )
 
 func (o ReadOption) apply(p *paging) {
@@ -38,6 +39,8 @@ func (o ReadOption) apply(p *paging) {
 		p.bytes = o.n
 	case optBackward:
 		p.dir = Backward
+	case optSealed:
+		p.sealed = true
 	default:
 		p.pageSize = o.n
 	}
@@ -82,6 +85,7 @@ func From(v Version) StreamOption {
 type paging struct {
 	limit, pageSize, bytes int
 	dir                    Direction
+	sealed                 bool
 }
 
 type streamOptions struct {
@@ -207,6 +211,9 @@ func (s *Store) readPages(ctx context.Context, p paging, yield func(RecordedEven
 		}
 		page, err := fetch(rctx, want, (*buf)[:0])
 		*buf, used = page[:0], max(used, len(page))
+		if err == nil {
+			err = s.open(rctx, p, page)
+		}
 		if err != nil {
 			fail(readErr(rctx, err))
 			return
@@ -366,6 +373,9 @@ func (s *Store) ReadAllPage(ctx context.Context, after Position, buf []RecordedE
 			}
 		} else {
 			page.Events, page.Through, err = s.readFiltered(rctx, o.dir, after, n, o.bytes, o.filter, buf)
+		}
+		if err == nil {
+			err = s.open(rctx, o.paging, page.Events[len(buf):])
 		}
 		err = readErr(rctx, err)
 		stop()

@@ -81,6 +81,10 @@ type Config struct {
 	// use; they must not modify what they are given, nor keep it past the
 	// hook. Package otelvarve has one for OpenTelemetry.
 	Tracer any
+	// Opener, when set, opens the sealed events of every read before the
+	// read returns them (package shred's Shredder is one); a read with
+	// [Sealed] gets them as stored.
+	Opener Opener
 }
 
 func (c Config) withDefaults() (Config, error) {
