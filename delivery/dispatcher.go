@@ -63,6 +63,9 @@ type Dispatcher struct {
 	// keepEvents makes parked records carry the event: the source keeps
 	// it in no store.
 	keepEvents bool
+	// store keeps the source's events; it opens each sealed event at each
+	// attempt to send it. Nil for a source without a store.
+	store *varve.Store
 
 	started atomic.Bool
 	stopped chan struct{}
@@ -100,7 +103,12 @@ func NewFromSource(src Source, sink Sink, cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	store := sourceStore(src)
-	d := &Dispatcher{sub: src, sink: sink, cfg: cfg, parked: cfg.Parked, log: cfg.Logger, stopped: make(chan struct{}), keepEvents: store == nil}
+	if store != nil && store.Config().Opener != nil {
+		if s, ok := src.(interface{ Sealed() bool }); ok && !s.Sealed() {
+			return nil, fmt.Errorf("delivery: new dispatcher of %q: %w: the store opens sealed events, so the subscription must read them sealed (subscription.Config.Sealed): the dispatcher then holds no plaintext and opens each event when it sends it", src.Name(), varve.ErrInvalidArgument)
+		}
+	}
+	d := &Dispatcher{sub: src, sink: sink, cfg: cfg, parked: cfg.Parked, log: cfg.Logger, stopped: make(chan struct{}), keepEvents: store == nil, store: store}
 	if d.parked == nil {
 		if store == nil {
 			return nil, fmt.Errorf("delivery: new dispatcher of %q: %w: the source keeps no store, Config.Parked is required", src.Name(), varve.ErrInvalidArgument)

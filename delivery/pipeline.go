@@ -79,8 +79,18 @@ func (d *Dispatcher) attempt(ctx context.Context, j job) (r result) {
 		r.version, r.err = d.parked.Park(ctx, it.record)
 		return r
 	}
+	ev := it.ev
+	if d.store != nil {
+		// Opened at each attempt: a retry after an erasure sends the
+		// erased marker, never the plaintext.
+		evs := [1]varve.RecordedEvent{ev}
+		if r.err = d.store.Open(ctx, evs[:]); r.err != nil {
+			return r
+		}
+		ev = evs[0]
+	}
 	r.err = d.sink.Deliver(ctx, Delivery{
-		Subscription: d.sub.Name(), Event: it.ev, Attempt: j.attempt, Key: Key(d.sub.Name(), it.ev.Position),
+		Subscription: d.sub.Name(), Event: ev, Attempt: j.attempt, Key: Key(d.sub.Name(), ev.Position),
 	})
 	if r.err != nil && ctx.Err() != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errAttemptTimeout) {

@@ -47,12 +47,25 @@ type Shredder struct {
 	// seen by id, or nil for a key that is gone, for opening.
 	bySubject *otter.Cache[string, *dataKey]
 	byID      *otter.Cache[uuid.UUID, *dataKey]
+	ttl       time.Duration
 }
 
 type dataKey struct {
 	id      uuid.UUID
 	subject string
-	aead    cipher.AEAD // nil: the key is gone
+	aead    cipher.AEAD // nil: the key is gone, for good (ids are not reused)
+	at      time.Time   // when it was read from the key store
+}
+
+// cached returns c's entry for key unless it is a key older than the TTL.
+// (The caches expire entries here rather than with a cleaning goroutine.)
+func cached[K comparable](s *Shredder, c *otter.Cache[K, *dataKey], key K) (*dataKey, bool) {
+	k, ok := c.GetIfPresent(key)
+	if ok && k.aead != nil && time.Since(k.at) >= s.ttl {
+		c.Invalidate(key)
+		return nil, false
+	}
+	return k, ok
 }
 
 // New returns a Shredder whose keys are kept by b's key store (b or a
@@ -74,7 +87,7 @@ func New(b varve.Backend, cfg Config) (*Shredder, error) {
 	if cfg.CacheTTL < 0 || cfg.CacheSize < 0 {
 		return nil, fmt.Errorf("shred: negative cache bound: %w", varve.ErrInvalidArgument)
 	}
-	s := &Shredder{keys: ks, master: cfg.Master, masters: map[string]MasterKey{}}
+	s := &Shredder{keys: ks, master: cfg.Master, masters: map[string]MasterKey{}, ttl: cfg.CacheTTL}
 	for _, m := range append([]MasterKey{cfg.Master}, cfg.Previous...) {
 		if _, dup := s.masters[m.ID()]; dup {
 			return nil, fmt.Errorf("%w: two master keys named %q", ErrMasterKey, m.ID())
@@ -82,11 +95,9 @@ func New(b varve.Backend, cfg Config) (*Shredder, error) {
 		s.masters[m.ID()] = m
 	}
 	var err error
-	s.bySubject, err = otter.New(&otter.Options[string, *dataKey]{MaximumSize: cfg.CacheSize,
-		ExpiryCalculator: otter.ExpiryWriting[string, *dataKey](cfg.CacheTTL)})
+	s.bySubject, err = otter.New(&otter.Options[string, *dataKey]{MaximumSize: cfg.CacheSize})
 	if err == nil {
-		s.byID, err = otter.New(&otter.Options[uuid.UUID, *dataKey]{MaximumSize: cfg.CacheSize,
-			ExpiryCalculator: otter.ExpiryWriting[uuid.UUID, *dataKey](cfg.CacheTTL)})
+		s.byID, err = otter.New(&otter.Options[uuid.UUID, *dataKey]{MaximumSize: cfg.CacheSize})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shred: cache: %w", err)
@@ -120,12 +131,12 @@ func (s *Shredder) unwrap(ctx context.Context, w varve.WrappedKey) (*dataKey, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: data key of %q: %v", ErrMasterKey, w.Subject, err)
 	}
-	return &dataKey{id: w.ID, subject: w.Subject, aead: aead}, nil
+	return &dataKey{id: w.ID, subject: w.Subject, aead: aead, at: time.Now()}, nil
 }
 
 // current returns the subject's key for sealing, made if it has none.
 func (s *Shredder) current(ctx context.Context, subject string) (*dataKey, error) {
-	if k, ok := s.bySubject.GetIfPresent(subject); ok {
+	if k, ok := cached(s, s.bySubject, subject); ok {
 		return k, nil
 	}
 	w, err := s.keys.GetKey(ctx, subject)
@@ -159,7 +170,7 @@ func (s *Shredder) current(ctx context.Context, subject string) (*dataKey, error
 // byKey returns the key that sealed h, or a dataKey without an AEAD when it
 // is gone.
 func (s *Shredder) byKey(ctx context.Context, h header) (*dataKey, error) {
-	if k, ok := s.byID.GetIfPresent(h.key); ok {
+	if k, ok := cached(s, s.byID, h.key); ok {
 		return k, nil
 	}
 	w, err := s.keys.GetKey(ctx, h.subject)
@@ -174,11 +185,7 @@ func (s *Shredder) byKey(ctx context.Context, h header) (*dataKey, error) {
 		}
 		s.bySubject.Set(h.subject, k)
 	}
-	// A key that is gone stays gone: ids are not reused.
 	s.byID.Set(h.key, k)
-	if k.aead == nil {
-		s.byID.SetExpiresAfter(h.key, 24*time.Hour)
-	}
 	return k, nil
 }
 
@@ -337,7 +344,6 @@ func (s *Shredder) OpenEvents(ctx context.Context, evs []varve.RecordedEvent) er
 func (s *Shredder) forget(subject string, id uuid.UUID) {
 	s.bySubject.Invalidate(subject)
 	s.byID.Set(id, &dataKey{id: id, subject: subject})
-	s.byID.SetExpiresAfter(id, 24*time.Hour)
 }
 
 var _ varve.Opener = (*Shredder)(nil)

@@ -90,6 +90,11 @@ type Config struct {
 	Query varve.Query
 	// SystemStreams keeps the events of streams whose id begins with "$".
 	SystemStreams bool
+	// Sealed hands out events as stored, without the store's
+	// [varve.Config.Opener] ([varve.Sealed]): for a reader that keeps
+	// events and opens each at use with [varve.Store.Open], as a
+	// dispatcher of package delivery does at each attempt.
+	Sealed bool
 	// Segments, when more than 1, keeps only the events of the streams in
 	// segment Segment (0..Segments-1) by [SegmentOf]; a segmented
 	// subscription under leases ([Lease.Segments]) sets both for each
@@ -258,6 +263,19 @@ func (s *Subscription) Segment() (i, count int) {
 // Store returns the store the subscription reads.
 func (s *Subscription) Store() *varve.Store { return s.store }
 
+// Sealed reports whether the subscription hands out events as stored
+// (Config.Sealed).
+func (s *Subscription) Sealed() bool { return s.cfg.Sealed }
+
+// sealed is the read option of Config.Sealed: Sealed, or PageSize(0),
+// which changes nothing as the first of a read's options.
+func (s *Subscription) sealed() varve.ReadOption {
+	if s.cfg.Sealed {
+		return varve.Sealed()
+	}
+	return varve.PageSize(0)
+}
+
 // StartPosition returns the position the subscription started after, and
 // whether it came from a saved checkpoint.
 func (s *Subscription) StartPosition() (pos varve.Position, resumed bool) {
@@ -352,9 +370,9 @@ func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
 	var res varve.AllPage
 	var err error
 	if len(s.cfg.Query.Items) > 0 {
-		res, err = s.store.ReadQueryPage(ctx, s.cfg.Query, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize))
+		res, err = s.store.ReadQueryPage(ctx, s.cfg.Query, s.pos, s.buf[:0], s.sealed(), varve.PageSize(s.cfg.PageSize))
 	} else {
-		res, err = s.store.ReadAllPage(ctx, s.pos, s.buf[:0], varve.PageSize(s.cfg.PageSize), s.filter)
+		res, err = s.store.ReadAllPage(ctx, s.pos, s.buf[:0], s.sealed(), varve.PageSize(s.cfg.PageSize), s.filter)
 	}
 	page := res.Events
 	s.buf = page
@@ -388,7 +406,7 @@ func (s *Subscription) readStream(ctx context.Context) (Batch, bool, error) {
 		check := s.next > 1
 		from := max(s.next, 2) - 1
 		restart, n := check, 0
-		for e, err := range s.store.ReadStream(ctx, s.cfg.Stream, varve.From(from), varve.Limit(s.cfg.PageSize+1)) {
+		for e, err := range s.store.ReadStream(ctx, s.cfg.Stream, s.sealed(), varve.From(from), varve.Limit(s.cfg.PageSize+1)) {
 			if errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted) {
 				s.next, restart = 0, false // a new life starts at version 1
 				break
