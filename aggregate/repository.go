@@ -69,6 +69,25 @@ type Config struct {
 	// Larger states are snapshotted every SnapshotEvery events, as on other
 	// stores. 0 means [DefaultSnapshotInCommitMax]; negative turns it off.
 	SnapshotInCommitMax int
+	// Sealer, with Subject, seals the data of every event a save appends
+	// and of every snapshot with the data key of the aggregate's subject
+	// (a *shred.Shredder, which the store also has as its
+	// [varve.Config.Opener]), so that erasing the subject reaches them. A
+	// snapshot that no longer opens is passed over and the state rebuilt
+	// from the events; an event whose key was erased reads as the erased
+	// marker, which a JSON codec decodes as the zero event.
+	Sealer Sealer
+	// Subject names the subject whose personal data aggregate id holds.
+	Subject func(id string) string
+}
+
+// Sealer seals and opens bytes with a subject's data key (package shred's
+// Shredder).
+type Sealer interface {
+	SealBytes(ctx context.Context, subject string, data []byte) ([]byte, error)
+	// UnsealBytes opens data sealed by SealBytes; it fails when the key is
+	// gone.
+	UnsealBytes(ctx context.Context, data []byte) ([]byte, error)
 }
 
 // DefaultMaxAttempts is the default of Config.MaxAttempts.
@@ -119,6 +138,8 @@ func New[T any](store *varve.Store, def Definition[T], cfg Config) (*Repository[
 		return nil, fmt.Errorf("aggregate: new repository %q: Apply and Events are required: %w", def.Category, varve.ErrInvalidArgument)
 	case cfg.SnapshotEvery < 0 || cfg.CacheSize < 0 || cfg.MaxAttempts < 0:
 		return nil, fmt.Errorf("aggregate: new repository %q: negative setting in %+v: %w", def.Category, cfg, varve.ErrInvalidArgument)
+	case (cfg.Sealer == nil) != (cfg.Subject == nil):
+		return nil, fmt.Errorf("aggregate: new repository %q: Sealer and Subject go together: %w", def.Category, varve.ErrInvalidArgument)
 	}
 	if err := def.Events.Validate(); err != nil {
 		return nil, fmt.Errorf("aggregate: new repository %q: events: %w", def.Category, err)
@@ -253,7 +274,7 @@ func (r *Repository[T]) load(ctx context.Context, id string, o loadOptions) (*Ag
 			var ok bool
 			if s, ok, err = r.snaps.Load(ctx, a.stream); err != nil {
 				err = fmt.Errorf("aggregate: load: %w", err)
-			} else if ok && r.useSnapshot(a, s) {
+			} else if ok && r.useSnapshot(ctx, a, s) {
 				from = s.Version + 1
 			}
 		}
@@ -295,13 +316,21 @@ func (r *Repository[T]) smallPage() bool { return r.cfg.SnapshotEvery < r.store.
 
 // useSnapshot starts a from snapshot s unless s is of another schema
 // version or does not decode.
-func (r *Repository[T]) useSnapshot(a *Aggregate[T], s varve.Snapshot) bool {
+func (r *Repository[T]) useSnapshot(ctx context.Context, a *Aggregate[T], s varve.Snapshot) bool {
 	if s.SchemaVersion != r.def.SchemaVersion {
 		r.stats.snapshotsIgnored.Add(1)
 		return false
 	}
+	data := s.Data
+	if r.cfg.Sealer != nil {
+		var err error
+		if data, err = r.cfg.Sealer.UnsealBytes(ctx, data); err != nil {
+			r.stats.snapshotsIgnored.Add(1)
+			return false
+		}
+	}
 	var st T
-	if err := r.def.Codec.Unmarshal(s.Data, &st); err != nil {
+	if err := r.def.Codec.Unmarshal(data, &st); err != nil {
 		r.stats.snapshotErrors.Add(1)
 		return false
 	}
@@ -323,7 +352,7 @@ func (r *Repository[T]) readFromSnapshot(ctx context.Context, a *Aggregate[T]) (
 	if err != nil {
 		return false, fmt.Errorf("aggregate: load: %w", err)
 	}
-	if ok && !r.useSnapshot(a, s) {
+	if ok && !r.useSnapshot(ctx, a, s) {
 		return false, nil
 	}
 	var n uint64
@@ -378,9 +407,20 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 			return fmt.Errorf("aggregate: save %s: %w", a.stream, err)
 		}
 	}
+	if r.cfg.Sealer != nil {
+		subject := r.cfg.Subject(a.id)
+		for i := range a.pending {
+			data, err := r.cfg.Sealer.SealBytes(ctx, subject, a.pending[i].Data)
+			if err != nil {
+				a.discard(err)
+				return fmt.Errorf("aggregate: save %s: seal: %w", a.stream, err)
+			}
+			a.pending[i].Data = data
+		}
+	}
 	var res varve.AppendResult
 	var err error
-	snap, inline, unencodable := r.commitSnapshot(a)
+	snap, inline, unencodable := r.commitSnapshot(ctx, a)
 	if inline {
 		res, err = r.snaps.Append(ctx, a.stream, varve.Exact(a.version), snap, a.pending...)
 	} else {
@@ -416,11 +456,11 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 // (keep): the state with the pending events, when the store keeps
 // snapshots in commits and it is small enough. unencodable: the Codec
 // failed on the state (counted as a snapshot error).
-func (r *Repository[T]) commitSnapshot(a *Aggregate[T]) (s varve.Snapshot, keep, unencodable bool) {
+func (r *Repository[T]) commitSnapshot(ctx context.Context, a *Aggregate[T]) (s varve.Snapshot, keep, unencodable bool) {
 	if !r.inCommit || a.big {
 		return varve.Snapshot{}, false, false
 	}
-	data, err := r.def.Codec.Marshal(a.state)
+	data, err := r.encodeState(ctx, a)
 	if err != nil {
 		r.stats.snapshotErrors.Add(1)
 		return varve.Snapshot{}, false, true
@@ -435,8 +475,18 @@ func (r *Repository[T]) commitSnapshot(a *Aggregate[T]) (s varve.Snapshot, keep,
 	}, true, false
 }
 
-func (r *Repository[T]) snapshot(ctx context.Context, a *Aggregate[T]) {
+// encodeState encodes a's state for a snapshot, sealed with the key of
+// its subject when the repository seals.
+func (r *Repository[T]) encodeState(ctx context.Context, a *Aggregate[T]) ([]byte, error) {
 	data, err := r.def.Codec.Marshal(a.state)
+	if err != nil || r.cfg.Sealer == nil {
+		return data, err
+	}
+	return r.cfg.Sealer.SealBytes(ctx, r.cfg.Subject(a.id), data)
+}
+
+func (r *Repository[T]) snapshot(ctx context.Context, a *Aggregate[T]) {
+	data, err := r.encodeState(ctx, a)
 	if err == nil {
 		err = r.snaps.Save(ctx, varve.Snapshot{
 			Stream: a.stream, Version: a.version, SchemaVersion: r.def.SchemaVersion, Data: data, TakenAt: time.Now(),
@@ -502,6 +552,20 @@ func (r *Repository[T]) evict(id string, version varve.Version) {
 		}
 		return old, otter.CancelOp
 	})
+}
+
+// ForgetSubject removes from the cache every aggregate whose Subject is
+// subject: a follower of erasures (package shred's ErasureStream) calls it, so
+// that no state decoded before the erasure is served after it.
+func (r *Repository[T]) ForgetSubject(subject string) {
+	if r.cache == nil || r.cfg.Subject == nil {
+		return
+	}
+	for id := range r.cache.Keys() {
+		if r.cfg.Subject(id) == subject {
+			r.cache.Invalidate(id)
+		}
+	}
 }
 
 // Forget removes aggregate id from the cache, for callers that know it was

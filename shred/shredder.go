@@ -323,6 +323,24 @@ func (s *Shredder) OpenBytes(ctx context.Context, data []byte) ([]byte, error) {
 	})
 }
 
+// ErrErased: the data was sealed by a key that is gone (UnsealBytes).
+var ErrErased = errors.New("shred: erased")
+
+// UnsealBytes opens data sealed by SealBytes, like OpenBytes, but fails
+// with ErrErased when the key is gone and with ErrCorrupt when data is not
+// a sealed payload: for data that must not be mistaken for plaintext, such
+// as a snapshot.
+func (s *Shredder) UnsealBytes(ctx context.Context, data []byte) ([]byte, error) {
+	plain, gone, err := s.open(ctx, data)
+	if err == nil && gone {
+		err = fmt.Errorf("%w: the key of %q", ErrErased, Subject(data))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return plain, nil
+}
+
 // OpenEvents implements [varve.Opener]: each sealed event's data is
 // replaced by its plaintext, or by the erased marker.
 func (s *Shredder) OpenEvents(ctx context.Context, evs []varve.RecordedEvent) error {
