@@ -11,6 +11,7 @@ import (
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/delivery"
 	"github.com/varve-go/varve/internal/backoff"
+	"github.com/varve-go/varve/shred"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -18,8 +19,15 @@ import (
 // crosses the origin, so that Replaying is exact.
 func (r *Runner) handle(ctx context.Context, b subscription.Batch, origin varve.Position) error {
 	evs := b.Events
-	if r.cfg.LocalFilter && !r.p.Filter.IsZero() {
-		sep := r.store.Config().CategorySeparator
+	switch sep := r.store.Config().CategorySeparator; {
+	case r.p.Erasures:
+		evs = slices.DeleteFunc(evs, func(e varve.RecordedEvent) bool {
+			if strings.HasPrefix(e.Stream, varve.SystemPrefix) {
+				return e.Stream != shred.ErasureStream
+			}
+			return !r.p.Filter.Match(&e, sep)
+		})
+	case r.cfg.LocalFilter && !r.p.Filter.IsZero():
 		evs = slices.DeleteFunc(evs, func(e varve.RecordedEvent) bool { return !r.p.Filter.Match(&e, sep) })
 	}
 	i := 0
@@ -41,6 +49,9 @@ func (r *Runner) handle(ctx context.Context, b subscription.Batch, origin varve.
 // find the poison one.
 func (r *Runner) apply(ctx context.Context, b Batch) error {
 	b.Version = r.p.Version
+	if r.p.Erasures && b.erased == nil {
+		b.erased = new([]shred.ReadModelErasure)
+	}
 	if len(b.Events) == 0 && r.p.Commit == nil {
 		if err := r.save(ctx, b.Through); err != nil {
 			return err
@@ -59,7 +70,7 @@ func (r *Runner) apply(ctx context.Context, b Batch) error {
 		return ctx.Err()
 	}
 	for i := range b.Events {
-		one := Batch{Events: b.Events[i : i+1], Through: b.Events[i].Position, Replaying: b.Replaying, Version: b.Version}
+		one := Batch{Events: b.Events[i : i+1], Through: b.Events[i].Position, Replaying: b.Replaying, Version: b.Version, erased: b.erased}
 		if i == len(b.Events)-1 {
 			one.Through = b.Through
 		}
@@ -76,8 +87,12 @@ func (r *Runner) attempts(ctx context.Context, b Batch) error {
 	var err error
 	first := time.Now()
 	for n := 1; ; n++ {
+		if b.erased != nil {
+			*b.erased = (*b.erased)[:0]
+		}
 		if err = r.once(ctx, b); err == nil || errors.Is(err, ErrApplied) {
 			r.done(b)
+			r.recordErasures(ctx, b)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -167,4 +182,40 @@ func (r *Runner) poison(ctx context.Context, b Batch, cause error) error {
 	}
 	r.set(func(s *Status) { s.Parked++ })
 	return nil
+}
+
+// recordErasures records in the erasure reports what the handler of the
+// applied batch b removed of erased subjects. A failure is the status's
+// LastError: the rows are gone; only the report misses them.
+func (r *Runner) recordErasures(ctx context.Context, b Batch) {
+	if b.erased == nil {
+		return
+	}
+	for _, e := range *b.erased {
+		e.ReadModel = fmt.Sprintf("projection %s v%d", r.p.Name, r.p.Version)
+		if err := shred.ReadModelErased(context.WithoutCancel(ctx), r.store, e); err != nil {
+			r.set(func(s *Status) { s.LastError = err.Error() })
+		}
+	}
+	*b.erased = (*b.erased)[:0]
+}
+
+// withErasures widens f to the events of package shred's erasure stream,
+// whose category is cat; the runner drops what the widening lets in
+// besides them.
+func withErasures(f varve.Filter, cat string) varve.Filter {
+	if f.IsZero() {
+		return f
+	}
+	add := func(l []string, v string) []string {
+		if len(l) == 0 {
+			return l
+		}
+		return append(slices.Clip(l), v)
+	}
+	return varve.Filter{
+		Categories:     add(f.Categories, cat),
+		Types:          add(f.Types, shred.ErasedType),
+		StreamPrefixes: add(f.StreamPrefixes, shred.ErasureStream),
+	}
 }

@@ -68,6 +68,7 @@ import (
 	"strconv"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/shred"
 )
 
 // Batch is what a handler gets: events of the projection's filter in
@@ -93,6 +94,31 @@ type Batch struct {
 	// whatever its checkpoint says and leaves the checkpoint as it is
 	// (packages pgprojection and sqliteprojection do).
 	Parked bool
+
+	// erased collects what the handler removed of erased subjects
+	// (Erased); nil unless the projection takes Erasures.
+	erased *[]shred.ReadModelErasure
+}
+
+// Erasures returns the erasure reports among the batch's events (those of
+// package shred's ErasureStream), for a projection that takes Erasures.
+func (b Batch) Erasures() []shred.Report {
+	var out []shred.Report
+	for i := range b.Events {
+		if r, ok := shred.ParseErasure(b.Events[i]); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Erased tells the runner that the handler removed rows of the read model
+// for erasure report r: once the batch is applied, the runner records it
+// in the erasure's report ([shred.ReadModelErased]), at most once.
+func (b Batch) Erased(r shred.Report, rows int64) {
+	if b.erased != nil {
+		*b.erased = append(*b.erased, shred.ReadModelErasure{Subject: r.Subject, Key: r.Key, Rows: rows})
+	}
 }
 
 // Handler applies a batch to a read model. The runner saves the checkpoint
@@ -121,6 +147,14 @@ type Projection struct {
 	Handle Handler
 	// Commit applies a batch and saves the checkpoint itself.
 	Commit CommitFunc
+	// Erasures hands the handler, besides the events of Filter, the
+	// erasure reports of package shred (the events of its system stream
+	// ErasureStream), so that a read model that copied a subject's personal
+	// data removes its rows in the batch that moves the checkpoint past
+	// the erasure ([Batch.Erasures], [Batch.Erased]; packages pgprojection
+	// and sqliteprojection have DeleteErased). It goes with Filter, not
+	// with Query.
+	Erasures bool
 	// Reset empties the read model of version (say, DELETE FROM its table)
 	// when a [Rebuild] is requested; it must be idempotent. Without it the
 	// projection does not rebuild in place.
@@ -146,6 +180,9 @@ func (p Projection) check() error {
 	}
 	if len(p.Query.Items) > 0 && !p.Filter.IsZero() {
 		return fmt.Errorf("%w: projection %q: set one of Filter and Query", varve.ErrInvalidArgument, p.Name)
+	}
+	if len(p.Query.Items) > 0 && p.Erasures {
+		return fmt.Errorf("%w: projection %q: Erasures goes with a Filter, not with a Query", varve.ErrInvalidArgument, p.Name)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/notify"
+	"github.com/varve-go/varve/shred"
 	"github.com/varve-go/varve/subscription"
 )
 
@@ -225,6 +226,10 @@ func (r *Runner) run(ctx context.Context) error {
 	}
 	if r.cfg.LocalFilter {
 		sc.Filter = varve.Filter{}
+	}
+	if r.p.Erasures {
+		sc.SystemStreams = true
+		sc.Filter = withErasures(sc.Filter, r.store.Category(shred.ErasureStream))
 	}
 	sub, err := subscription.Open(ctx, r.store, sc)
 	if err != nil {

@@ -90,10 +90,12 @@ func marker(h header) []byte {
 	return b
 }
 
-// Erased reports whether data is the marker of erased data that a read
-// returns instead of a sealed payload whose key was erased, and whose.
-// A document with sealed fields keeps its other fields; each erased field
-// holds the marker (see ErasedFields).
+// Erased reports whether data holds data that was erased, and whose: the
+// marker {"$erased":{"subject":...,"key":...}} that a read returns in place
+// of a sealed payload whose key is gone, or a JSON document whose sealed
+// fields were erased. Such fields read as null (so that the document still
+// decodes into the type it had), and the document begins with the marker
+// as an extra field.
 func Erased(data []byte) (subject string, ok bool) {
 	if !bytes.HasPrefix(data, []byte(`{"$erased":`)) {
 		return "", false
@@ -105,9 +107,20 @@ func Erased(data []byte) (subject string, ok bool) {
 	return m.Erased.Subject, true
 }
 
-// ErasedFields reports whether a JSON document holds fields whose key was
-// erased.
-func ErasedFields(data []byte) bool { return bytes.Contains(data, []byte(`{"$erased":{"subject":`)) }
+// withFieldMarker returns doc, a JSON object some of whose fields were
+// erased by the key of h, with the marker as its first field.
+func withFieldMarker(doc []byte, h header) []byte {
+	i := bytes.IndexByte(doc, '{')
+	if i < 0 {
+		return doc
+	}
+	m := marker(h)
+	out := make([]byte, 0, len(doc)+len(m))
+	out = append(out, doc[:i]...)
+	out = append(out, m[:len(m)-1]...) // {"$erased":{...}
+	out = append(out, ',')
+	return append(out, doc[i+1:]...)
+}
 
 // fieldTokens calls fn for each sealed field of doc with the envelope it
 // holds, and returns doc with each token replaced by what fn returns.

@@ -30,7 +30,7 @@ func Example() {
 				fmt.Println(err)
 				return
 			}
-			if shred.ErasedFields(e.Data) {
+			if _, erased := shred.Erased(e.Data); erased {
 				fmt.Println("the email is erased; the plan and id stay")
 				continue
 			}

@@ -310,17 +310,29 @@ func (s *Shredder) open(ctx context.Context, env []byte) (plain []byte, gone boo
 
 // OpenBytes opens data sealed by SealBytes or Seal, or the sealed fields of
 // a JSON document; data that is not sealed comes back as it is. Data whose
-// key was erased comes back as the erased marker ([Erased]), not as an
-// error.
+// key was erased comes back as the erased marker, and erased fields as
+// null ([Erased]), not as an error.
 func (s *Shredder) OpenBytes(ctx context.Context, data []byte) ([]byte, error) {
 	if bytes.HasPrefix(data, magic) {
 		plain, _, err := s.open(ctx, data)
 		return plain, err
 	}
-	return fieldTokens(data, func(env []byte) ([]byte, error) {
-		plain, _, err := s.open(ctx, env)
+	var gone *header
+	out, err := fieldTokens(data, func(env []byte) ([]byte, error) {
+		plain, erased, err := s.open(ctx, env)
+		if erased {
+			if gone == nil {
+				h, _ := sealedHeader(env)
+				gone = &h
+			}
+			return []byte("null"), nil
+		}
 		return plain, err
 	})
+	if err == nil && gone != nil {
+		out = withFieldMarker(out, *gone)
+	}
+	return out, err
 }
 
 // ErrErased: the data was sealed by a key that is gone (UnsealBytes).

@@ -24,6 +24,7 @@ import (
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
 	"github.com/varve-go/varve/internal/testenv"
+	"github.com/varve-go/varve/shred"
 )
 
 // Kind is a backend tests can run on.
@@ -146,4 +147,31 @@ func Each(t *testing.T, f func(t *testing.T, k Kind)) {
 			f(t, k)
 		})
 	}
+}
+
+// OpenShredded opens a store of the kind whose Opener is a Shredder with a
+// fixed test master key, both closed when the test ends; it skips the test
+// on a backend that keeps no keys.
+func (k Kind) OpenShredded(t testing.TB, cfg varve.Config) (*varve.Store, *shred.Shredder) {
+	t.Helper()
+	b := k.Backend(t)
+	if _, ok := varve.As[varve.KeyStore](b); !ok {
+		_ = b.Close()
+		t.Skipf("%s keeps no keys", k.Name)
+	}
+	m, err := shred.NewMasterKey("test-master", []byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shred.New(b, shred.Config{Master: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Opener = sh
+	s, err := varve.New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, sh
 }
