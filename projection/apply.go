@@ -91,8 +91,8 @@ func (r *Runner) attempts(ctx context.Context, b Batch) error {
 			*b.erased = (*b.erased)[:0]
 		}
 		if err = r.once(ctx, b); err == nil || errors.Is(err, ErrApplied) {
-			r.done(b)
 			r.recordErasures(ctx, b)
+			r.done(b)
 			return nil
 		}
 		if ctx.Err() != nil {

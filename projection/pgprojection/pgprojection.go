@@ -33,7 +33,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -173,8 +172,9 @@ SELECT commit_pos, seq_pos FROM old`
 // DeleteErased deletes, in tx, the rows of table whose column holds the
 // subject of an erasure report of b ([projection.Batch.Erasures], for a
 // projection with Erasures), and tells the runner how many
-// ([projection.Batch.Erased]). table may be schema-qualified ("rm.users").
-// It returns the rows deleted. PostgreSQL keeps a deleted row's bytes in
+// ([projection.Batch.Erased]). table and column are SQL text, the
+// handler's own names (schema-qualified and quoted as it needs). It
+// returns the rows deleted. PostgreSQL keeps a deleted row's bytes in
 // the table's dead tuples and in the WAL until VACUUM and the recycling of
 // the WAL: docs/privacy.md.
 func DeleteErased(ctx context.Context, tx pgx.Tx, b projection.Batch, table, column string) (int64, error) {
@@ -182,8 +182,7 @@ func DeleteErased(ctx context.Context, tx pgx.Tx, b projection.Batch, table, col
 	if len(reports) == 0 {
 		return 0, nil
 	}
-	stmt := "DELETE FROM " + pgx.Identifier(strings.Split(table, ".")).Sanitize() +
-		" WHERE " + pgx.Identifier{column}.Sanitize() + " = $1"
+	stmt := "DELETE FROM " + table + " WHERE " + column + " = $1"
 	var all int64
 	for _, r := range reports {
 		tag, err := tx.Exec(ctx, stmt, r.Subject)

@@ -19,6 +19,7 @@ import (
 	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/projection/internal/eotest"
 	"github.com/varve-go/varve/projection/pgprojection"
+	"github.com/varve-go/varve/shred"
 )
 
 func table(schema string, version int) string { return schema + ".counts_v" + strconv.Itoa(version) }
@@ -32,6 +33,9 @@ func counts(schema string, onEvent func()) pgprojection.Handler {
 			return err
 		}
 		for _, e := range b.Events {
+			if e.Stream == shred.ErasureStream {
+				continue
+			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+t+` AS t (stream, n, last) VALUES ($1, 1, $2)
 ON CONFLICT (stream) DO UPDATE SET n = t.n + 1, last = EXCLUDED.last`, e.Stream, int64(e.Version)); err != nil {
 				return err
@@ -40,7 +44,8 @@ ON CONFLICT (stream) DO UPDATE SET n = t.n + 1, last = EXCLUDED.last`, e.Stream,
 				onEvent()
 			}
 		}
-		return nil
+		_, err := pgprojection.DeleteErased(ctx, tx, b, t, "stream")
+		return err
 	}
 }
 
@@ -122,6 +127,8 @@ var suite = eotest.Factory{
 }
 
 func TestOverlappingBatches(t *testing.T) { eotest.OverlappingBatches(t, suite) }
+
+func TestErasures(t *testing.T) { eotest.Erasures(t, suite) }
 
 func TestExactlyOnceUnderCancel(t *testing.T) { eotest.ExactlyOnceUnderCancel(t, suite) }
 

@@ -43,7 +43,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/sqlite"
@@ -154,7 +153,8 @@ var errNothing = errors.New("sqliteprojection: nothing to commit")
 // DeleteErased deletes, in tx, the rows of table whose column holds the
 // subject of an erasure report of b ([projection.Batch.Erasures], for a
 // projection with Erasures), and tells the runner how many
-// ([projection.Batch.Erased]). It returns the rows deleted. The store's
+// ([projection.Batch.Erased]). table and column are SQL text, the
+// handler's own names (quoted as it needs). It returns the rows deleted. The store's
 // database overwrites deleted content (secure_delete) only where the
 // backend's documentation says so: docs/privacy.md.
 func DeleteErased(ctx context.Context, tx *sql.Tx, b projection.Batch, table, column string) (int64, error) {
@@ -162,7 +162,7 @@ func DeleteErased(ctx context.Context, tx *sql.Tx, b projection.Batch, table, co
 	if len(reports) == 0 {
 		return 0, nil
 	}
-	stmt := "DELETE FROM " + quoteIdent(table) + " WHERE " + quoteIdent(column) + " = ?"
+	stmt := "DELETE FROM " + table + " WHERE " + column + " = ?"
 	var all int64
 	for _, r := range reports {
 		res, err := tx.ExecContext(ctx, stmt, r.Subject)
@@ -174,14 +174,4 @@ func DeleteErased(ctx context.Context, tx *sql.Tx, b projection.Batch, table, co
 		all += n
 	}
 	return all, nil
-}
-
-// quoteIdent quotes a table or column name for SQLite ("a.b" as a
-// schema-qualified name).
-func quoteIdent(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
-	}
-	return strings.Join(parts, ".")
 }

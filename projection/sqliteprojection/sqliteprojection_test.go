@@ -17,6 +17,7 @@ import (
 	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/projection/internal/eotest"
 	"github.com/varve-go/varve/projection/sqliteprojection"
+	"github.com/varve-go/varve/shred"
 )
 
 func TestMain(m *testing.M) {
@@ -37,6 +38,9 @@ func counts(onEvent func()) sqliteprojection.Handler {
 			return err
 		}
 		for _, e := range b.Events {
+			if e.Stream == shred.ErasureStream {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO `+t+` (stream, n, last) VALUES (?1, 1, ?2)
 ON CONFLICT (stream) DO UPDATE SET n = n + 1, last = excluded.last`, e.Stream, int64(e.Version)); err != nil {
 				return err
@@ -45,7 +49,8 @@ ON CONFLICT (stream) DO UPDATE SET n = n + 1, last = excluded.last`, e.Stream, i
 				onEvent()
 			}
 		}
-		return nil
+		_, err := sqliteprojection.DeleteErased(ctx, tx, b, t, "stream")
+		return err
 	}
 }
 
@@ -160,6 +165,8 @@ func TestBackend(t *testing.T) {
 }
 
 func TestOverlappingBatches(t *testing.T) { eotest.OverlappingBatches(t, suite) }
+
+func TestErasures(t *testing.T) { eotest.Erasures(t, suite) }
 
 func TestExactlyOnceUnderCancel(t *testing.T) { eotest.ExactlyOnceUnderCancel(t, suite) }
 

@@ -3,6 +3,7 @@ package eotest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/projection"
+	"github.com/varve-go/varve/shred"
 )
 
 // OverlappingBatches hands the CommitFunc batches whose bounds overlap
@@ -388,5 +392,58 @@ func TwoRunnersApplyOnce(t *testing.T, f Factory) {
 	head, _ := s.LastPosition(context.Background())
 	if cp := checkExact(t, tg, 1); cp != head {
 		t.Fatalf("checkpoint %v, want the head %v", cp, head)
+	}
+}
+
+// Erasures: a projection with Erasures whose handler calls the package's
+// DeleteErased removes an erased subject's rows (here a stream's row, the
+// subject being the stream id) in the batch that moves its checkpoint past
+// the erasure report, leaves the others, and the runner records how many
+// rows it removed in the erasure stream.
+func Erasures(t *testing.T, f Factory) {
+	tg := f.Open(t)
+	s := tg.Store
+	ctx := context.Background()
+	Load(t, s, 3, 2, 1)
+	key := uuid.New()
+	report, _ := json.Marshal(shred.Report{Subject: "cnt-1", Key: key, Master: "m", At: time.Now()})
+	res, err := s.System().Append(ctx, shred.ErasureStream, varve.Any, varve.NewEvent(shred.ErasedType, report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tg.Projection(projection.Projection{Name: Name, Version: 1, Filter: Counted, Erasures: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := projection.NewRunner(s, p, projection.Config{MinPoll: time.Millisecond, MaxPoll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx); stop() }()
+	werr := r.WaitFor(rctx, res.Position)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	got, _ := tg.ReadModel(t, 1)
+	if _, ok := got["cnt-1"]; ok || got["cnt-0"].N != 2 || got["cnt-2"].N != 2 {
+		t.Fatalf("read model after the erasure of cnt-1: %v", got)
+	}
+	var recorded []shred.ReadModelErasure
+	for e, err := range s.ReadStream(ctx, shred.ErasureStream) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rm, ok := shred.ParseReadModelErasure(e); ok {
+			recorded = append(recorded, rm)
+		}
+	}
+	if len(recorded) != 1 || recorded[0].Subject != "cnt-1" || recorded[0].Key != key || recorded[0].Rows != 1 {
+		t.Fatalf("recorded read-model erasures: %+v", recorded)
 	}
 }
