@@ -22,9 +22,10 @@ import (
 // condition: {failIfEventsMatch, after}} answers {durationInMicroseconds,
 // appendConditionFailed}. The base is /api/v1/dcb. Positions are JSON
 // numbers, so the interface needs a backend that numbers its positions
-// (varve.PositionNumbers: memory, SQLite, PostgreSQL); event data is a
-// string, stored as its bytes; the events of system streams are left out. The suite's adapter sends no
-// bearer token: give it one as a URL's password (Basic authentication),
+// (varve.PositionNumbers: memory, SQLite, PostgreSQL; docs/server.md); event
+// data is a string, stored as its bytes; the events of system streams are
+// left out. The suite's adapter sends no bearer token: give it one as a
+// URL's password (Basic authentication),
 // BASE_URI=http://varve:<token>@host:port/api/v1/dcb.
 
 // dcbShards spreads the interface's appends over this many streams
