@@ -16,6 +16,9 @@ type Capabilities struct {
 	// Tags: events carry tags, and [Store.AppendIf] and [Store.ReadQuery]
 	// work ([TagStore], dynamic consistency boundaries).
 	Tags bool
+	// PositionNumbers: [Store.NumberPositions] and [Store.PositionOfNumber]
+	// name events by integers of at most 53 bits ([PositionNumbers]).
+	PositionNumbers bool
 	// MultiAppend: [Store.AppendMulti] appends to several streams at once.
 	MultiAppend bool
 	// Snapshots: [Store.Snapshots] keeps a snapshot per stream.
@@ -45,6 +48,7 @@ func (s *Store) Capabilities() Capabilities {
 		Watch:              s.watcher != nil,
 		Filter:             s.filtered != nil,
 		Tags:               s.tags != nil,
+		PositionNumbers:    capability[PositionNumbers](s.b) != nil,
 		MultiAppend:        s.multi != nil,
 		Snapshots:          s.snaps != nil,
 		SnapshotsInCommits: s.inline != nil,

@@ -10,7 +10,7 @@ import (
 // TestStoreCapabilities: Store.Capabilities reports what the backend and
 // the backends it wraps implement, no more.
 func TestStoreCapabilities(t *testing.T) {
-	mem := varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
+	mem := varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
 		Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true}
 	noMulti := mem
 	noMulti.MultiAppend = false

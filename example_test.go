@@ -191,3 +191,41 @@ func ExampleAs() {
 	}
 	// Output: wakes readers: true
 }
+
+// An interface that carries positions as JSON numbers hands out each
+// event's number and takes a number back as the position to read after.
+func ExampleStore_NumberPositions() {
+	ctx := context.Background()
+	store, err := varve.New(memory.New(), varve.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	if _, err := store.Append(ctx, "order-1", varve.NoStream, varve.Event{Type: "OrderPlaced"}, varve.Event{Type: "OrderPaid"}); err != nil {
+		panic(err)
+	}
+	page, err := store.ReadAllPage(ctx, varve.Start, nil)
+	if err != nil {
+		panic(err)
+	}
+	ns, err := store.NumberPositions(ctx, []varve.Position{page.Events[0].Position, page.Events[1].Position})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("numbers:", ns)
+
+	// A client that has seen the first event goes on after its number.
+	after, err := store.PositionOfNumber(ctx, ns[0])
+	if err != nil {
+		panic(err)
+	}
+	for e, err := range store.ReadAll(ctx, after) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("next:", e.Type)
+	}
+	// Output:
+	// numbers: [1 2]
+	// next: OrderPaid
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,10 +21,11 @@ import (
 // array of {type, tags, data, position}; POST {base}/append with {events,
 // condition: {failIfEventsMatch, after}} answers {durationInMicroseconds,
 // appendConditionFailed}. The base is /api/v1/dcb. Positions are JSON
-// numbers, so the interface needs a backend whose positions are one
-// sequence (memory, SQLite); event data is a string, stored as its bytes;
-// the events of system streams are left out. The suite's adapter sends no
-// bearer token: give it one as a URL's password (Basic authentication),
+// numbers, so the interface needs a backend that numbers its positions
+// (varve.PositionNumbers: memory, SQLite, PostgreSQL; docs/server.md); event
+// data is a string, stored as its bytes; the events of system streams are
+// left out. The suite's adapter sends no bearer token: give it one as a
+// URL's password (Basic authentication),
 // BASE_URI=http://varve:<token>@host:port/api/v1/dcb.
 
 // dcbShards spreads the interface's appends over this many streams
@@ -46,21 +48,28 @@ func (q dcbQueryJSON) query() varve.Query {
 	return out
 }
 
-// dcbPositions refuses the interface on a backend whose positions are not
-// one sequence: they would not fit a JSON number.
+// dcbPositions refuses the interface on a store without tags or without
+// position numbers: its positions would not fit a JSON number.
 func (s *Server) dcbPositions() error {
-	if !s.store.Capabilities().Tags {
+	c := s.store.Capabilities()
+	if !c.Tags {
 		return &apiError{status: http.StatusNotImplemented, code: "not_supported", msg: "the store keeps no tags: the DCB interface needs a backend with dynamic consistency boundaries"}
 	}
-	switch s.store.Features().Name {
-	case "memory", "sqlite":
-		return nil
+	if !c.PositionNumbers {
+		return &apiError{status: http.StatusNotImplemented, code: "not_supported",
+			msg: fmt.Sprintf("the DCB interface's positions are JSON numbers, and %s does not number its positions", s.store.Features().Name)}
 	}
-	return &apiError{status: http.StatusNotImplemented, code: "not_supported",
-		msg: fmt.Sprintf("the DCB interface's positions are JSON numbers, and %s's positions are pairs: it serves memory and SQLite stores", s.store.Features().Name)}
+	return nil
 }
 
-func dcbPosition(n uint64) varve.Position { return varve.Position{Seq: n} }
+// successor returns the position right after p: the events before it are
+// those at or before p.
+func successor(p varve.Position) varve.Position {
+	if p.Seq == math.MaxUint64 {
+		return varve.Position{Commit: p.Commit + 1}
+	}
+	return varve.Position{Commit: p.Commit, Seq: p.Seq + 1}
+}
 
 func (s *Server) dcbRead(w http.ResponseWriter, r *http.Request) error {
 	q, err := params(r, "query", "options")
@@ -94,23 +103,36 @@ func (s *Server) dcbRead(w http.ResponseWriter, r *http.Request) error {
 		limit = *opts.Limit
 	}
 	vq := query.query()
-	// from is inclusive: forward reads go on after the position before it,
-	// backward ones before the position after it.
+	// from is inclusive: forward reads go on after the position of the
+	// number before it, backward ones before the position after its own.
 	at := varve.Start
-	if opts.From != nil {
-		switch {
-		case !opts.Backwards && *opts.From > 0:
-			at = dcbPosition(*opts.From - 1)
-		case opts.Backwards:
-			at = dcbPosition(*opts.From + 1)
+	if opts.From != nil && (opts.Backwards || *opts.From > 0) {
+		n := *opts.From
+		if !opts.Backwards {
+			n--
 		}
+		p, err := s.store.PositionOfNumber(r.Context(), n)
+		if err != nil {
+			return fmt.Errorf("options.from: %w", err)
+		}
+		at = p
+		if opts.Backwards {
+			at = successor(p)
+		}
+	}
+	size := tailPage
+	if !opts.Backwards && limit > 0 && limit < size {
+		size = limit
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	out := bufio.NewWriterSize(w, 32<<10)
 	_ = out.WriteByte('[')
 	n := 0
-	buf := make([]varve.RecordedEvent, 0, tailPage)
+	var last uint64 // the number of the last event written
+	buf := make([]varve.RecordedEvent, 0, size)
+	var pick []int
+	var ps []varve.Position
 	for limit != 0 {
 		h, err := s.budget.take(r.Context(), s.pageHold())
 		if err != nil {
@@ -118,37 +140,67 @@ func (s *Server) dcbRead(w http.ResponseWriter, r *http.Request) error {
 		}
 		var page varve.AllPage
 		if opts.Backwards {
-			page, err = s.store.ReadAllPage(r.Context(), at, buf[:0], varve.ReadBackward(), varve.PageSize(tailPage), varve.PageBytes(s.cfg.MaxPageBytes))
+			page, err = s.store.ReadAllPage(r.Context(), at, buf[:0], varve.ReadBackward(), varve.PageSize(size), varve.PageBytes(s.cfg.MaxPageBytes))
 		} else {
-			page, err = s.store.ReadQueryPage(r.Context(), vq, at, buf[:0], varve.PageSize(tailPage), varve.PageBytes(s.cfg.MaxPageBytes))
+			page, err = s.store.ReadQueryPage(r.Context(), vq, at, buf[:0], varve.PageSize(size), varve.PageBytes(s.cfg.MaxPageBytes))
 		}
 		if err != nil {
 			h.done()
 			s.log.Warn("dcb read failed", "err", err.Error())
 			panic(http.ErrAbortHandler)
 		}
+		pick = pick[:0]
 		for i := range page.Events {
 			e := &page.Events[i]
-			if limit == 0 || strings.HasPrefix(e.Stream, varve.SystemPrefix) || opts.Backwards && !vq.Match(e) {
-				continue
+			if !strings.HasPrefix(e.Stream, varve.SystemPrefix) && (!opts.Backwards || vq.Match(e)) {
+				pick = append(pick, i)
 			}
-			if n > 0 {
-				_ = out.WriteByte(',')
-			}
-			b, _ := json.Marshal(struct {
-				Type     string   `json:"type"`
-				Tags     []string `json:"tags"`
-				Data     string   `json:"data"`
-				Position uint64   `json:"position"`
-			}{e.Type, nonNil(e.Tags), string(e.Data), e.Position.Seq})
-			if _, err := out.Write(b); err != nil {
-				h.done()
-				return nil
-			}
-			n++
+		}
+		// The events are numbered a batch at a time, as many as the limit
+		// leaves (usually one batch a page). An event removed since the
+		// page was read may share the number of the one before it in the
+		// log (see docs/server.md): it is left out, so that the numbers
+		// written go strictly one way.
+		for len(pick) > 0 && limit != 0 {
+			k := len(pick)
 			if limit > 0 {
-				limit--
+				k = min(k, limit)
 			}
+			ps = ps[:0]
+			for _, i := range pick[:k] {
+				ps = append(ps, page.Events[i].Position)
+			}
+			nums, err := s.store.NumberPositions(r.Context(), ps)
+			if err != nil {
+				h.done()
+				s.log.Warn("dcb read failed", "err", err.Error())
+				panic(http.ErrAbortHandler)
+			}
+			for j, i := range pick[:k] {
+				if n > 0 && (opts.Backwards && nums[j] >= last || !opts.Backwards && nums[j] <= last) ||
+					opts.Backwards && j+1 < k && nums[j+1] == nums[j] {
+					continue
+				}
+				e := &page.Events[i]
+				if n > 0 {
+					_ = out.WriteByte(',')
+				}
+				b, _ := json.Marshal(struct {
+					Type     string   `json:"type"`
+					Tags     []string `json:"tags"`
+					Data     string   `json:"data"`
+					Position uint64   `json:"position"`
+				}{e.Type, nonNil(e.Tags), string(e.Data), nums[j]})
+				if _, err := out.Write(b); err != nil {
+					h.done()
+					return nil
+				}
+				n, last = n+1, nums[j]
+				if limit > 0 {
+					limit--
+				}
+			}
+			pick = pick[k:]
 		}
 		clear(page.Events)
 		h.done()
@@ -225,7 +277,9 @@ func (s *Server) dcbAppend(w http.ResponseWriter, r *http.Request) error {
 	if c := body.Condition; c != nil {
 		cond := varve.AppendCondition{FailIfEventsMatch: c.FailIfEventsMatch.query()}
 		if c.After != nil {
-			cond.After = dcbPosition(*c.After)
+			if cond.After, err = s.store.PositionOfNumber(r.Context(), *c.After); err != nil {
+				return fmt.Errorf("condition.after: %w", err)
+			}
 		}
 		_, err = s.store.AppendIf(r.Context(), stream, varve.Any, cond, evs...)
 	} else {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/internal/teststore"
 	"github.com/varve-go/varve/server"
 )
@@ -112,7 +114,16 @@ func (c dcbClient) read(q dcbQuery, options map[string]any) ([]dcbEvent, error) 
 		}
 	}
 	var out []dcbEvent
-	return out, json.Unmarshal(body, &out)
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, err
+	}
+	// Positions are integers a JavaScript number holds exactly.
+	for _, e := range out {
+		if *e.Position > varve.MaxPositionNumber {
+			return nil, fmt.Errorf("read: position %d over 2^53-1", *e.Position)
+		}
+	}
+	return out, nil
 }
 
 func (c dcbClient) last(q dcbQuery) (uint64, error) {
@@ -244,10 +255,13 @@ func TestDCBSuite(t *testing.T) {
 		u, _ := url.Parse(a.url)
 		u.User = url.UserPassword("varve", token)
 		c := dcbClient{base: u.String() + "/api/v1/dcb"}
-		if k.Name != "memory" && k.Name != "sqlite" {
+		if c := store.Capabilities(); !c.Tags || !c.PositionNumbers {
 			r := a.do("GET", "/api/v1/dcb/read", nil)
 			if r.status != http.StatusNotImplemented || !strings.Contains(r.errMessage(), "positions") && !strings.Contains(r.errMessage(), "tags") {
 				t.Fatalf("the DCB interface on %s: %d %s", k.Name, r.status, r.raw)
+			}
+			if k.Name != "nats" {
+				t.Fatalf("the DCB interface is not served on %s", k.Name)
 			}
 			return
 		}
@@ -413,4 +427,169 @@ func TestDCBSuite(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestDCBPositions: on every store that serves the interface, from
+// (inclusive) reads forward from a position and backward down to it,
+// newest first, with a limit; a number between two events' (past the end
+// of a multi-event append, on PostgreSQL) reads on from the later one;
+// condition.after fails on a matching event after it only; a number over
+// 2^53-1 is a bad request.
+func TestDCBPositions(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
+		store := k.Open(t, varve.Config{})
+		if c := store.Capabilities(); !c.Tags || !c.PositionNumbers {
+			t.Skipf("%s does not serve the DCB interface (TestDCBSuite checks its 501)", k.Name)
+		}
+		a := serve(t, store, server.Config{Writes: true})
+		u, _ := url.Parse(a.url)
+		u.User = url.UserPassword("varve", token)
+		c := dcbClient{base: u.String() + "/api/v1/dcb"}
+		tag := fmt.Sprintf("pos-%d", time.Now().UnixNano())
+		q := dcbQuery{Items: []dcbItem{{Tags: []string{tag}}}}
+		n := 0
+		for i := range 6 {
+			evs := make([]dcbEvent, 1+i%3)
+			for j := range evs {
+				evs[j] = dcbEvent{Type: "E", Tags: []string{tag}, Data: fmt.Sprint(i, "/", j)}
+			}
+			// Another stream's event between the appends.
+			other := []dcbEvent{{Type: "Other", Tags: []string{tag + "-other"}, Data: "x"}}
+			for _, b := range [][]dcbEvent{evs, other} {
+				if failed, err := c.append(b, nil, 0); err != nil || failed {
+					t.Fatalf("append: %v %v", failed, err)
+				}
+			}
+			n += len(evs)
+		}
+		all, err := c.read(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != n {
+			t.Fatalf("%d events read, %d appended", len(all), n)
+		}
+		pos := make([]uint64, len(all))
+		for i, e := range all {
+			pos[i] = *e.Position
+			if i > 0 && pos[i] <= pos[i-1] {
+				t.Fatalf("positions %v not increasing", pos)
+			}
+		}
+		data := func(evs []dcbEvent) []string {
+			out := make([]string, len(evs))
+			for i, e := range evs {
+				out[i] = e.Data
+			}
+			return out
+		}
+		reversed := func(evs []dcbEvent) []string {
+			out := data(evs)
+			slices.Reverse(out)
+			return out
+		}
+		want := func(what string, options map[string]any, w []string) {
+			t.Helper()
+			got, err := c.read(q, options)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if !slices.Equal(data(got), w) {
+				t.Fatalf("%s (%v): %v, want %v", what, options, data(got), w)
+			}
+		}
+		for i := range all {
+			want("forward from an event", map[string]any{"from": pos[i]}, data(all[i:]))
+			want("backward from an event", map[string]any{"from": pos[i], "backwards": true}, reversed(all[:i+1]))
+			want("two from an event", map[string]any{"from": pos[i], "limit": 2}, data(all[i:min(i+2, len(all))]))
+			if i > 0 && pos[i]-pos[i-1] > 1 {
+				for _, between := range []uint64{pos[i-1] + 1, pos[i] - 1} {
+					want("forward from between two events", map[string]any{"from": between}, data(all[i:]))
+					want("backward from between two events", map[string]any{"from": between, "backwards": true}, reversed(all[:i]))
+				}
+			}
+			// A condition after this event fails while one of the query's
+			// events is after it.
+			failed, err := c.append([]dcbEvent{{Type: "Decided", Tags: []string{tag + "-decided"}, Data: "{}"}}, &q, pos[i])
+			if err != nil || failed != (i < len(all)-1) {
+				t.Fatalf("a condition after the event %d of %d: failed %v, %v", i+1, len(all), failed, err)
+			}
+		}
+		for _, r := range []response{
+			a.do("GET", "/api/v1/dcb/read?options="+url.QueryEscape(`{"from": 9007199254740993}`), nil),
+			a.do("POST", "/api/v1/dcb/append", map[string]any{"events": []dcbEvent{{Type: "E", Data: "{}"}},
+				"condition": map[string]any{"failIfEventsMatch": q, "after": uint64(1) << 60}}),
+		} {
+			if r.status != http.StatusBadRequest || !strings.Contains(r.errMessage(), "over") {
+				t.Fatalf("a position over 2^53-1: %d %s", r.status, r.raw)
+			}
+		}
+	})
+}
+
+// sharedNumbers numbers positions as memory does, except that the events
+// at the positions of removed share the number of the position before
+// them, as PostgreSQL numbers an event removed since a page was read.
+type sharedNumbers struct {
+	varve.Backend
+	removed map[uint64]bool
+}
+
+func (b sharedNumbers) Unwrap() varve.Backend { return b.Backend }
+
+func (b sharedNumbers) NumberPositions(_ context.Context, ps []varve.Position) ([]uint64, error) {
+	out := make([]uint64, len(ps))
+	for i, p := range ps {
+		out[i] = p.Seq
+		if b.removed[p.Seq] {
+			out[i]--
+		}
+	}
+	return out, nil
+}
+
+func (b sharedNumbers) PositionOfNumber(_ context.Context, n uint64) (varve.Position, error) {
+	return varve.Position{Seq: n}, nil
+}
+
+// TestDCBRemovedInRace: an event removed between the read of its page and
+// its numbering, which shares the number of the event before it, is left
+// out, forward and backward, so that the positions go strictly one way and
+// the event before it is answered.
+func TestDCBRemovedInRace(t *testing.T) {
+	store, err := varve.New(sharedNumbers{memory.New(), map[uint64]bool{3: true}}, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for i := range 5 {
+		if _, err := store.Append(context.Background(), "s", varve.Any, varve.Event{Type: "E", Data: []byte(fmt.Sprint(i + 1))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := serve(t, store, server.Config{})
+	u, _ := url.Parse(a.url)
+	u.User = url.UserPassword("varve", token)
+	c := dcbClient{base: u.String() + "/api/v1/dcb"}
+	for _, tc := range []struct {
+		options map[string]any
+		want    string
+	}{
+		{nil, "[1@1 2@2 4@4 5@5]"},
+		{map[string]any{"backwards": true}, "[5@5 4@4 2@2 1@1]"},
+		{map[string]any{"from": 2}, "[2@2 4@4 5@5]"},
+		{map[string]any{"backwards": true, "from": 3}, "[2@2 1@1]"},
+	} {
+		evs, err := c.read(dcbQuery{Items: []dcbItem{}}, tc.options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, fmt.Sprintf("%s@%d", e.Data, *e.Position))
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("%v: %v, want %s", tc.options, got, tc.want)
+		}
+	}
 }

@@ -56,6 +56,7 @@ func Run(t *testing.T, f Factory) {
 		{"FilteredRead", testFilteredRead},
 		{"MultiAppend", testMultiAppend},
 		{"DCB", testDCB},
+		{"PositionNumbers", testPositionNumbers},
 		{"Leases", testLeases},
 		{"LeaseFence", testLeaseFence},
 		{"Keys", testKeys},

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/varve-go/varve"
 )
@@ -55,4 +56,28 @@ func (b *Backend) AppendIf(ctx context.Context, req varve.AppendRequest, cond va
 		}
 		return nil
 	})
+}
+
+// NumberPositions implements varve.PositionNumbers: an event's number is
+// its position's sequence number.
+func (b *Backend) NumberPositions(ctx context.Context, ps []varve.Position) ([]uint64, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(ps))
+	for i, p := range ps {
+		if p.Commit != 0 || p.Seq > varve.MaxPositionNumber {
+			return nil, fmt.Errorf("%w: position %s has no number: memory numbers sequence numbers up to %d", varve.ErrInvalidArgument, p, uint64(varve.MaxPositionNumber))
+		}
+		out[i] = p.Seq
+	}
+	return out, nil
+}
+
+// PositionOfNumber implements varve.PositionNumbers.
+func (b *Backend) PositionOfNumber(ctx context.Context, n uint64) (varve.Position, error) {
+	if err := b.check(ctx); err != nil {
+		return varve.Position{}, err
+	}
+	return varve.Position{Seq: n}, nil
 }

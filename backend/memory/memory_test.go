@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Factory{
 		New:    func(testing.TB) varve.Backend { return memory.New() },
 		Reopen: func(_ testing.TB, b varve.Backend) varve.Backend { return handle{b.(*memory.Backend)} },
-		Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
+		Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
 			Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true},
 	})
 }

@@ -108,3 +108,7 @@ CREATE TABLE %[1]s.schema_migrations (
 
 // SeedOf returns the seed of the advisory lock keys of the named schema.
 func SeedOf(schema string) int64 { return seedOf(schema) }
+
+// PositionNumber is the number of a position p of a transaction that wrote
+// after events after it.
+func PositionNumber(p varve.Position, after int64) (uint64, error) { return positionNumber(p, after) }

@@ -113,7 +113,7 @@ func open(t testing.TB, cfg postgres.Config) *postgres.Backend {
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Factory{
 		New: func(t testing.TB) varve.Backend { return open(t, config(t, testSchema)) },
-		Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
+		Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
 			Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: true},
 	})
 }

@@ -32,6 +32,10 @@ type queries struct {
 	// appendTaggedPipelined); they need the seed.
 	taggedLocks, taggedAppend string
 
+	// numberPositions and positionOfNumber are position numbers (see
+	// numberQueries).
+	numberPositions, positionOfNumber string
+
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
 }
@@ -133,7 +137,10 @@ FROM (
 ) c
 CROSS JOIN LATERAL (SELECT * FROM ` + s + `.events e WHERE e.tx = c.tx AND e.seq = c.seq OFFSET 0) e
 ORDER BY e.tx, e.seq`
+	numbers, position := numberQueries(s)
 	return queries{
+		numberPositions:  numbers,
+		positionOfNumber: position,
 		horizonLast: `WITH hz AS MATERIALIZED (SELECT ` + horizon + ` AS h)
 SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0) FROM hz
 LEFT JOIN LATERAL (

@@ -455,7 +455,7 @@ func TestUpgradeFromHistory(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) {
 		backendtest.Run(t, backendtest.Factory{
 			New: func(t testing.TB) varve.Backend { return open(t, cfg) },
-			Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
+			Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
 				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: true},
 		})
 	})

@@ -183,3 +183,33 @@ func (w *writer) appendIf(o *op) (error, bool) {
 	}
 	return w.appendTo(o, s)
 }
+
+// NumberPositions implements [varve.PositionNumbers]: an event's number is
+// its position.
+func (b *Backend) NumberPositions(ctx context.Context, ps []varve.Position) ([]uint64, error) {
+	if b.closed.Load() {
+		return nil, varve.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(ps))
+	for i, p := range ps {
+		if p.Commit != 0 || p.Seq > varve.MaxPositionNumber {
+			return nil, fmt.Errorf("%w: position %s has no number: SQLite numbers positions up to %d", varve.ErrInvalidArgument, p, uint64(varve.MaxPositionNumber))
+		}
+		out[i] = p.Seq
+	}
+	return out, nil
+}
+
+// PositionOfNumber implements [varve.PositionNumbers].
+func (b *Backend) PositionOfNumber(ctx context.Context, n uint64) (varve.Position, error) {
+	if b.closed.Load() {
+		return varve.Position{}, varve.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return varve.Position{}, err
+	}
+	return varve.Position{Seq: n}, nil
+}

@@ -71,8 +71,9 @@
 //
 // Snapshots, checkpoints, stream and checkpoint listings, filtered reads of
 // $all (varve.Filter, by index), appends to several streams
-// (varve.MultiAppender), tags and conditional appends (varve.TagStore) and
-// leases ([varve.LeaseStore]). Snapshots kept in commits
+// (varve.MultiAppender), tags and conditional appends (varve.TagStore),
+// position numbers (varve.PositionNumbers: an event's number is its
+// position, up to 2^53-1) and leases ([varve.LeaseStore]). Snapshots kept in commits
 // (varve.CommitSnapshotStore) are not supported. Leases live in the file,
 // shared by the processes that open it; expiry is judged by each process's
 // clock. A fenced checkpoint save with a token older than the lease's is

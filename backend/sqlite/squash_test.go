@@ -334,7 +334,7 @@ func TestUpgradeFromHistory(t *testing.T) {
 				path, _ := paths.Load(b)
 				return openBackend(t, Config{Path: path.(string), BusyTimeout: time.Minute})
 			},
-			Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, MultiAppend: true, Snapshots: true,
+			Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
 				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: true},
 		})
 	})
