@@ -75,6 +75,10 @@ func (it QueryItem) match(e *RecordedEvent) bool {
 	return true
 }
 
+// Check reports whether q is a query the store takes: an error wrapping
+// [ErrInvalidArgument] that says what is wrong, or nil.
+func (q Query) Check() error { return q.check() }
+
 func (q Query) check() error {
 	if len(q.Items) > MaxQueryItems {
 		return invalid("query of %d items, limit %d", len(q.Items), MaxQueryItems)

@@ -103,6 +103,9 @@ func (s *Server) dcbRead(w http.ResponseWriter, r *http.Request) error {
 		limit = *opts.Limit
 	}
 	vq := query.query()
+	if err := vq.Check(); err != nil {
+		return badRequest("parameter query: %v", err)
+	}
 	// from is inclusive: forward reads go on after the position of the
 	// number before it, backward ones before the position after its own.
 	at := varve.Start

@@ -593,3 +593,14 @@ func TestDCBRemovedInRace(t *testing.T) {
 		}
 	}
 }
+
+// TestDCBBadQuery: a query the store refuses (an item with neither types
+// nor tags) is a 400 before the answer begins, not an answer cut short.
+func TestDCBBadQuery(t *testing.T) {
+	store := teststore.Kinds[0].Open(t, varve.Config{})
+	a := serve(t, store, server.Config{Writes: true})
+	r := a.do("GET", "/api/v1/dcb/read?query="+url.QueryEscape(`{"items":[{}]}`), nil)
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errMessage(), "neither types nor tags") {
+		t.Fatalf("a read with an empty query item: %d %s", r.status, r.raw)
+	}
+}
