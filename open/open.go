@@ -10,6 +10,12 @@
 // Each backend's ParseURL says which parameters its URLs take; an unknown
 // parameter or a malformed query is refused with [varve.ErrInvalidArgument].
 // Errors never show a password, token or credential parameter of the URL.
+//
+// When the environment holds a master key ([MasterKeyEnv] or
+// [MasterKeyFileEnv], with [PreviousMasterKeysEnv] during a rotation),
+// [Store] and [Existing] give a store without a [varve.Config].Opener a
+// [shred.Shredder] over the backend's keys: the store opens sealed events,
+// and [Shredder] returns it for erasures.
 package open
 
 import (
@@ -30,6 +36,7 @@ import (
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
 	"github.com/varve-go/varve/internal/redact"
+	"github.com/varve-go/varve/shred"
 )
 
 // Schemes are the URL schemes [Backend] knows.
@@ -42,7 +49,7 @@ func Store(ctx context.Context, raw string, cfg varve.Config) (*varve.Store, err
 	if err != nil {
 		return nil, err
 	}
-	s, err := varve.New(b, cfg)
+	s, err := newStore(b, cfg)
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("open %s: %w", redact.URL(raw), err)
@@ -160,7 +167,7 @@ func Existing(ctx context.Context, raw string, cfg varve.Config) (*varve.Store, 
 			return nil, err
 		}
 	}
-	s, err := varve.New(b, cfg)
+	s, err := newStore(b, cfg)
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("open %s: %w", redact.URL(raw), err)
@@ -208,4 +215,69 @@ func natsStreamExists(ctx context.Context, c nats.Config) error {
 		return fmt.Errorf("look up stream %s: %w", name, err)
 	}
 	return nil
+}
+
+// The environment variables of the master key: the key in shred's text
+// form ("<id>:<32 bytes in hex or base64>"), or the path of a file that
+// holds it (mode 0600), and the keys it replaces, comma-separated, while a
+// rotation runs.
+const (
+	MasterKeyEnv          = "VARVE_MASTER_KEY"
+	MasterKeyFileEnv      = "VARVE_MASTER_KEY_FILE"
+	PreviousMasterKeysEnv = "VARVE_PREVIOUS_MASTER_KEYS"
+)
+
+// newStore returns a store over b with cfg, and with a Shredder from the
+// environment's master key when cfg has no Opener.
+func newStore(b varve.Backend, cfg varve.Config) (*varve.Store, error) {
+	if cfg.Opener == nil {
+		sh, err := shredderFromEnv(b)
+		if err != nil {
+			return nil, err
+		}
+		if sh != nil {
+			cfg.Opener = sh
+		}
+	}
+	return varve.New(b, cfg)
+}
+
+// shredderFromEnv returns a Shredder over b's keys with the environment's
+// master key, or nil when the environment has none.
+func shredderFromEnv(b varve.Backend) (*shred.Shredder, error) {
+	var master shred.MasterKey
+	var err error
+	switch {
+	case os.Getenv(MasterKeyEnv) != "":
+		master, err = shred.MasterKeyFromEnv(MasterKeyEnv)
+	case os.Getenv(MasterKeyFileEnv) != "":
+		master, err = shred.MasterKeyFromFile(os.Getenv(MasterKeyFileEnv))
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var previous []shred.MasterKey
+	for _, text := range strings.Split(os.Getenv(PreviousMasterKeysEnv), ",") {
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		m, err := shred.ParseMasterKey(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", PreviousMasterKeysEnv, err)
+		}
+		previous = append(previous, m)
+	}
+	return shred.New(b, shred.Config{Master: master, Previous: previous})
+}
+
+// Shredder returns the Shredder that opens s's sealed events, or an error
+// wrapping varve.ErrNotSupported that says how to give one.
+func Shredder(s *varve.Store) (*shred.Shredder, error) {
+	if sh, ok := s.Config().Opener.(*shred.Shredder); ok {
+		return sh, nil
+	}
+	return nil, fmt.Errorf("the store has no master key: set %s (or %s) to the key's text form, %q: %w",
+		MasterKeyEnv, MasterKeyFileEnv, "<id>:<32 bytes in hex or base64>", varve.ErrNotSupported)
 }
