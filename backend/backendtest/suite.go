@@ -60,6 +60,7 @@ func Run(t *testing.T, f Factory) {
 		{"Leases", testLeases},
 		{"LeaseFence", testLeaseFence},
 		{"Keys", testKeys},
+		{"Shredding", testShredding},
 		{"LastPosition", testLastPosition},
 		{"StreamInfo", testStreamInfo},
 		{"Truncate", testTruncate},
