@@ -32,7 +32,7 @@ var ErrCorrupt = errors.New("shred: corrupt sealed data")
 
 type header struct {
 	key     uuid.UUID
-	subject string
+	subj    []byte // the subject, within the envelope: Subject() copies it
 	aad     []byte // the header's bytes
 	body    []byte // nonce | ciphertext
 }
@@ -49,7 +49,7 @@ func sealedHeader(b []byte) (header, error) {
 	if k <= 0 || n == 0 || n > uint64(len(rest)-k) {
 		return h, fmt.Errorf("%w: subject", ErrCorrupt)
 	}
-	h.subject = string(rest[k : k+int(n)])
+	h.subj = rest[k : k+int(n)]
 	end := len(b) - len(rest) + k + int(n)
 	h.aad, h.body = b[:end], b[end:]
 	if len(h.body) < nonceLen+tagLen {
@@ -71,8 +71,10 @@ func Subject(data []byte) string {
 	if err != nil {
 		return ""
 	}
-	return h.subject
+	return h.subject()
 }
+
+func (h header) subject() string { return string(h.subj) }
 
 // erasedJSON is the marker that replaces data sealed by an erased key:
 // {"$erased":{"subject":...,"key":...}}.
@@ -85,7 +87,7 @@ type erasedJSON struct {
 
 func marker(h header) []byte {
 	var m erasedJSON
-	m.Erased.Subject, m.Erased.Key = h.subject, h.key
+	m.Erased.Subject, m.Erased.Key = h.subject(), h.key
 	b, _ := json.Marshal(m)
 	return b
 }

@@ -361,3 +361,5 @@ func TestMasterKeyText(t *testing.T) {
 		t.Fatalf("file: %v", err)
 	}
 }
+
+func shredConfig(t testing.TB) shred.Config { return shred.Config{Master: master(t, "m1")} }

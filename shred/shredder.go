@@ -173,17 +173,17 @@ func (s *Shredder) byKey(ctx context.Context, h header) (*dataKey, error) {
 	if k, ok := cached(s, s.byID, h.key); ok {
 		return k, nil
 	}
-	w, err := s.keys.GetKey(ctx, h.subject)
-	k := &dataKey{id: h.key, subject: h.subject}
+	w, err := s.keys.GetKey(ctx, h.subject())
+	k := &dataKey{id: h.key, subject: h.subject()}
 	switch {
 	case errors.Is(err, varve.ErrKeyNotFound):
 	case err != nil:
-		return nil, fmt.Errorf("shred: key of %q: %w", h.subject, err)
+		return nil, fmt.Errorf("shred: key of %q: %w", h.subject(), err)
 	case w.ID == h.key:
 		if k, err = s.unwrap(ctx, w); err != nil {
 			return nil, err
 		}
-		s.bySubject.Set(h.subject, k)
+		s.bySubject.Set(h.subject(), k)
 	}
 	s.byID.Set(h.key, k)
 	return k, nil
@@ -303,7 +303,7 @@ func (s *Shredder) open(ctx context.Context, env []byte) (plain []byte, gone boo
 	}
 	plain, err = k.aead.Open(nil, h.body[:nonceLen], h.body[nonceLen:], h.aad)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: the data of %q fails authentication", ErrCorrupt, h.subject)
+		return nil, false, fmt.Errorf("%w: the data of %q fails authentication", ErrCorrupt, h.subject())
 	}
 	return plain, false, nil
 }
