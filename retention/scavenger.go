@@ -72,6 +72,9 @@ type Config struct {
 // Hooks are called on the goroutine of the pass; they must not block for
 // long, since the pass waits for them.
 type Hooks struct {
+	// Began is called when a pass begins its work, holding the lease
+	// where the store keeps leases (until its AfterPass returns).
+	Began func()
 	// BeforeTruncate is called before each truncation of a stream.
 	BeforeTruncate func(stream string, before varve.Version)
 	// AfterPass is called after each pass with its report and error.
@@ -176,26 +179,29 @@ func (s *Scavenger) Run(ctx context.Context) error {
 func (s *Scavenger) ScavengeOnce(ctx context.Context) (Report, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, err := s.pass(ctx)
+	p := &pass{s: s, store: s.cfg.Store, r: Report{Started: s.cfg.Now().UTC(), Holder: s.cfg.Holder}}
+	err := p.run(ctx)
 	if err != nil {
 		err = fmt.Errorf("retention: pass of %s: %w", s.cfg.Holder, err)
 	}
 	if s.cfg.Hooks.AfterPass != nil {
-		s.cfg.Hooks.AfterPass(r, err)
+		s.cfg.Hooks.AfterPass(p.r, err)
 	}
-	return r, err
+	p.release()
+	return p.r, err
 }
 
-func (s *Scavenger) pass(ctx context.Context) (Report, error) {
-	store := s.cfg.Store
-	p := &pass{s: s, store: store, r: Report{Started: s.cfg.Now().UTC(), Holder: s.cfg.Holder}}
+func (p *pass) run(ctx context.Context) error {
+	s, store := p.s, p.store
 	if err := p.acquire(ctx); err != nil {
-		return p.r, err
+		return err
 	}
-	defer p.release()
+	if s.cfg.Hooks.Began != nil {
+		s.cfg.Hooks.Began()
+	}
 	rules, _, err := load(ctx, store)
 	if err != nil {
-		return p.r, fmt.Errorf("read the policies: %w", err)
+		return fmt.Errorf("read the policies: %w", err)
 	}
 	p.r.Rules = len(rules)
 	own := map[string]bool{}
@@ -221,13 +227,13 @@ func (s *Scavenger) pass(ctx context.Context) (Report, error) {
 		}
 	}
 	if ctx.Err() != nil {
-		return p.r, ctx.Err()
+		return ctx.Err()
 	}
 	p.r.Finished = s.cfg.Now().UTC()
 	if err := p.record(ctx); err != nil {
-		return p.r, errors.Join(p.stop, fmt.Errorf("record the report: %w", err))
+		return errors.Join(p.stop, fmt.Errorf("record the report: %w", err))
 	}
-	return p.r, p.stop
+	return p.stop
 }
 
 // pass is the state of one pass.
