@@ -59,6 +59,9 @@
 // its next turn. A backend without leases scavenges from every process that
 // runs a Scavenger.
 //
+// With Config.DryRun a pass only computes and reports what it would
+// remove.
+//
 // A pass records its [Report] (streams visited and truncated, events
 // removed, errors, space given back) as an event of the system stream
 // [RunsStream], of which the last [KeptReports] stay; [LastReport] reads

@@ -469,3 +469,33 @@ func TestConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRun: a dry run reports what a pass would remove and removes,
+// records and holds nothing.
+func TestDryRun(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	appendN(t, s, "d-1", 10)
+	if err := retention.Set(ctx, s, retention.Target{Stream: "d-1"}, retention.Policy{MaxCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Leases().Acquire(ctx, retention.DefaultLease, "other", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Leases().Release(ctx, held) }()
+	sc, err := retention.New(retention.Config{Store: s, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sc.ScavengeOnce(ctx)
+	if err != nil || rep.Removed != 7 || rep.Truncated != 1 || len(rep.Truncations) != 1 || rep.Truncations[0] != (retention.Truncation{Stream: "d-1", Before: 8, Removed: 7}) {
+		t.Fatalf("dry run: %+v, %v", rep, err)
+	}
+	if first, last := versions(t, s, "d-1"); first != 1 || last != 10 {
+		t.Fatalf("a dry run truncated: %d..%d left", first, last)
+	}
+	if _, ok, err := retention.LastReport(ctx, s); ok || err != nil {
+		t.Fatalf("a dry run recorded a report (%v)", err)
+	}
+}

@@ -65,6 +65,9 @@ type Config struct {
 	// MaxReadBytes bounds the event data and metadata one pass reads to
 	// find age cuts; default 256 MiB.
 	MaxReadBytes int64
+	// DryRun makes passes that compute and report what they would remove,
+	// and remove, reclaim and record nothing; they hold no lease.
+	DryRun bool
 	// Hooks are called as a pass goes, for tests and metrics.
 	Hooks Hooks
 }
@@ -220,7 +223,7 @@ func (p *pass) run(ctx context.Context) error {
 			p.category(ctx, rule.Target.Category, rule.Policy, own)
 		}
 	}
-	if p.stop == nil {
+	if p.stop == nil && !s.cfg.DryRun {
 		p.trimPolicies(ctx)
 		if p.r.Removed > 0 {
 			p.reclaim(ctx)
@@ -230,6 +233,9 @@ func (p *pass) run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	p.r.Finished = s.cfg.Now().UTC()
+	if s.cfg.DryRun {
+		return p.stop
+	}
 	if err := p.record(ctx); err != nil {
 		return errors.Join(p.stop, fmt.Errorf("record the report: %w", err))
 	}
@@ -250,7 +256,7 @@ type pass struct {
 }
 
 func (p *pass) acquire(ctx context.Context) error {
-	if !p.store.Capabilities().Leases {
+	if !p.store.Capabilities().Leases || p.s.cfg.DryRun {
 		return nil
 	}
 	l, err := p.store.Leases().Acquire(ctx, p.s.cfg.Lease, p.s.cfg.Holder, p.s.cfg.LeaseTTL)
@@ -454,6 +460,9 @@ func (p *pass) ageCut(ctx context.Context, id string, from, limit varve.Version,
 // each step it looks at the stream's version again and stops when it went
 // down: the stream was deleted and written again since the cut was made.
 func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, before varve.Version) (int64, error) {
+	if p.s.cfg.DryRun {
+		return int64(before - first), nil
+	}
 	removed := int64(0)
 	for at := first; at < before; {
 		if !p.check(ctx) {
