@@ -499,3 +499,52 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("a dry run recorded a report (%v)", err)
 	}
 }
+
+// cutAcquire is a memory backend whose lease acquisitions take the lease
+// and then answer that the context ended, as a call cut off in flight
+// after the server granted it.
+type cutAcquire struct {
+	*memory.Backend
+	cancel context.CancelFunc
+	cut    bool
+}
+
+func (b *cutAcquire) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (varve.Lease, error) {
+	l, err := b.Backend.AcquireLease(ctx, name, holder, ttl)
+	if err != nil || !b.cut {
+		return l, err
+	}
+	b.cut = false
+	b.cancel()
+	return varve.Lease{}, context.Canceled
+}
+
+// TestLeaseCutOff: a pass whose acquisition of the lease was cut off by
+// its context gives back the lease it may have got, so that the next
+// scavenger does not wait for its TTL.
+func TestLeaseCutOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	b := &cutAcquire{Backend: memory.New(), cancel: cancel, cut: true}
+	s, err := varve.New(b, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sc, err := retention.New(retention.Config{Store: s, Holder: "cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.ScavengeOnce(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a pass whose acquisition was cut off: %v", err)
+	}
+	if leases, err := s.Leases().List(t.Context(), retention.DefaultLease); err != nil || len(leases) != 0 {
+		t.Fatalf("leases after the cut-off pass: %+v, %v", leases, err)
+	}
+	other, err := retention.New(retention.Config{Store: s, Holder: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ScavengeOnce(t.Context()); err != nil {
+		t.Fatalf("the next scavenger: %v", err)
+	}
+}

@@ -261,10 +261,25 @@ func (p *pass) acquire(ctx context.Context) error {
 	}
 	l, err := p.store.Leases().Acquire(ctx, p.s.cfg.Lease, p.s.cfg.Holder, p.s.cfg.LeaseTTL)
 	if err != nil {
+		if ctx.Err() != nil {
+			p.abandon()
+		}
 		return err
 	}
 	p.lease, p.renewed = l, time.Now()
 	return nil
+}
+
+// abandon gives back the lease that an acquisition ended by its context
+// may have taken all the same, so that it does not keep the other
+// scavengers out for its TTL: it renews it, which hands out its token when
+// this holder has it, and releases it.
+func (p *pass) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if l, err := p.store.Leases().Acquire(ctx, p.s.cfg.Lease, p.s.cfg.Holder, p.s.cfg.LeaseTTL); err == nil {
+		_ = p.store.Leases().Release(ctx, l)
+	}
 }
 
 // renew renews the lease once a third of its TTL has passed since the last
