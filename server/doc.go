@@ -28,6 +28,8 @@
 //	POST /api/v1/subscriptions/{name}/reset          move a checkpoint (writes enabled)
 //	GET  /api/v1/projections, /api/v1/projections/{name}   projections: versions, current, state, lag, parked
 //	POST /api/v1/projections/{name}/pause|resume|rebuild|promote   control a projection (writes enabled)
+//	GET  /api/v1/retention                           retention policies and the scavenger's last pass (package retention)
+//	PUT  /api/v1/retention, DELETE /api/v1/retention?stream=|category=   set or remove a policy (writes enabled)
 //	GET  /api/v1/reports, /api/v1/reports/{name}     the lab's HTML reports of Config.Reports
 //
 // Stream ids and names in a path are path-escaped ("a%2Fb" for "a/b").

@@ -52,7 +52,7 @@ type Config struct {
 	NoAuth bool
 	// Writes enables the mutating endpoints: append, stream truncate,
 	// delete and tombstone, parked replay and skip, checkpoint reset,
-	// projection control.
+	// projection control, retention policies.
 	Writes bool
 	// Name labels the store in the console: a short name, never a URL
 	// with credentials.
@@ -239,6 +239,9 @@ func (s *Server) routes() {
 	api("POST /api/v1/projections/{name}/resume", write, false, s.controlProjection("resume"))
 	api("POST /api/v1/projections/{name}/rebuild", write, false, s.controlProjection("rebuild"))
 	api("POST /api/v1/projections/{name}/promote", write, false, s.controlProjection("promote"))
+	api("GET /api/v1/retention", read, false, s.getRetention)
+	api("PUT /api/v1/retention", write, false, s.putRetention)
+	api("DELETE /api/v1/retention", write, false, s.deleteRetention)
 	api("GET /api/v1/reports", read, false, s.listReports)
 	api("GET /api/v1/reports/{name}", read, false, s.report)
 	s.mux.Handle("/api/", s.wrap(public, false, s.noRoute))

@@ -11,5 +11,9 @@
 // are skipped by name.
 //
 // The Churn behaviour appends 20,000 events by default; set the
-// environment variable named by [ChurnEventsEnv] for a longer run.
+// environment variable named by [ChurnEventsEnv] for a longer run. The
+// Retention behaviour runs package retention's scavenger against the
+// backend, and sets and removes policies of its own targets in the store's
+// $retention stream: two runs of it over one store's data at once would
+// apply each other's policies by their own clocks.
 package backendtest

@@ -81,6 +81,7 @@ func Run(t *testing.T, f Factory) {
 		{"ListCheckpoints", testListCheckpoints},
 		{"Watch", testWatch},
 		{"Churn", testChurn},
+		{"Retention", testRetention},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

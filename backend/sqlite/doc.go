@@ -29,6 +29,13 @@
 // from that one on, one for one, and fails with varve.ErrDuplicateEvent
 // otherwise; any other stored id fails the append with ErrDuplicateEvent.
 //
+// A database made by this package uses incremental auto-vacuum: the pages
+// that deletions and truncations free stay in the file for reuse until
+// [Backend.ReclaimSpace] gives them back to the file system (package
+// retention's scavenger calls it after a pass that removed events). A file
+// made before that keeps auto_vacuum=NONE: its free pages are reused,
+// never given back, until a VACUUM with auto_vacuum=INCREMENTAL converts it.
+//
 // # Concurrency and consistency
 //
 // A Backend is safe for concurrent use. SQLite allows one writer at a time, so

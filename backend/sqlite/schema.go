@@ -89,6 +89,19 @@ func configure(ctx context.Context, c *conn, cfg Config, memory bool) error {
 	if _, err := checkIdentity(ctx, c, ms[len(ms)-1].Version); err != nil {
 		return err
 	}
+	// A new database gives the pages that deletions free back to the file
+	// system when asked (Backend.ReclaimSpace). SQLite takes the mode only
+	// before the first table and before WAL mode; an existing file keeps
+	// the mode it has.
+	var objects int64
+	if _, err := c.queryRow(ctx, "SELECT count(*) FROM sqlite_schema", func(v []driver.Value) { objects = asInt(v[0]) }); err != nil {
+		return fmt.Errorf("count the schema objects: %w", err)
+	}
+	if objects == 0 {
+		if _, err := c.exec(ctx, "PRAGMA auto_vacuum = INCREMENTAL"); err != nil {
+			return fmt.Errorf("set auto_vacuum: %w", err)
+		}
+	}
 	if !memory {
 		var mode string
 		if _, err := c.queryRow(ctx, "PRAGMA journal_mode = WAL", func(v []driver.Value) { mode = asString(v[0]) }); err != nil {

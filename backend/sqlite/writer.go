@@ -28,6 +28,7 @@ const (
 	opRelease
 	opFencedCheckpoint
 	opTx
+	opReclaim
 )
 
 // op is one write queued to the writer goroutine.
@@ -63,6 +64,8 @@ type op struct {
 	leaseName string
 	// The function of a WriteTx.
 	txfn func(*sql.Tx) error
+	// The pages a reclaim freed.
+	freed int64
 }
 
 // Stream states in the streams table.
@@ -304,6 +307,8 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		return w.fencedCheckpoint(o)
 	case opTx:
 		return w.tx(o)
+	case opReclaim:
+		return w.reclaim(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {

@@ -6,7 +6,8 @@
 // stream's life), subs shows consumers and moves checkpoints, parked
 // lists, replays and skips the events a delivery subscription parked,
 // projections lists projections and pauses, resumes or rebuilds them, cdc
-// manages the slots of change data capture. The lab commands share one
+// manages the slots of change data capture, retention keeps streams to
+// policies of age and count. The lab commands share one
 // flag vocabulary (--check, --html, ...) and one JSON envelope; an
 // operator command takes none of the lab's flags and its --json prints
 // plain JSON of what it lists or did. All share one exit-code contract;
@@ -175,7 +176,8 @@ func rootCmd(started *bool) *cobra.Command {
 NATS JetStream) with its lab commands, and operates a store with the others: creates
 one (varve init), appends events, lists streams and consumers, truncates, deletes and
 tombstones streams, tails $all, moves checkpoints, manages the events a delivery
-subscription parked, and serves the HTTP API and web console (varve serve).
+subscription parked, keeps streams to retention policies, and serves the HTTP API and
+web console (varve serve).
 
 The lab commands share one vocabulary: --store, -w/--workers, -d/--duration,
 -r/--rate, --json (the JSON envelope), --csv, --html and --check. The operator
@@ -208,7 +210,7 @@ or a --max-* bound exceeded; 2 bad usage; 130 interrupted. docs/lab.md has the d
 	}
 	root.SetFlagErrorFunc(labFlagError)
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
-	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd(), initCmd(), appendCmd())
+	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd(), initCmd(), appendCmd(), retentionCmd())
 	groupCommands(root)
 	markStarted(root, started)
 	return root

@@ -170,6 +170,10 @@ var (
 	parkedOptional = []string{"error", "first_attempt", "event"}
 	projectionKeys = []string{"name", "head", "paused", "current", "parked", "failure", "versions"}
 	versionKeys    = []string{"version", "checkpoint", "origin", "lag", "lag_more", "pending_since", "parked", "running", "last_seen", "current", "rebuild_pending", "replay_pending", "state"}
+	ruleKeys       = []string{"updated_at"}
+	ruleOptional   = []string{"stream", "category", "max_age", "max_count", "truncate_before", "allow_empty"}
+	reportKeys     = []string{"started", "finished", "holder", "rules", "streams", "truncated", "removed", "read_bytes", "reclaimed", "incomplete", "errors", "position"}
+	reportOptional = []string{"truncations", "problems"}
 )
 
 // TestOperatorJSON runs each operator command with --json on a SQLite
@@ -286,6 +290,28 @@ func TestOperatorJSON(t *testing.T) {
 		{"streams tombstone", []string{"streams", "tombstone", "order-9", "--yes", "--store", store}, func(t *testing.T, doc any) {
 			if m := shape(t, "streams tombstone", doc, []string{"stream", "action", "version"}); m["action"] != "tombstone" || m["version"] != 1.0 {
 				t.Errorf("streams tombstone: %v", m)
+			}
+		}},
+		{"retention set", []string{"retention", "set", "--stream", "order-2", "--before", "3", "--allow-empty", "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "retention set", doc, ruleKeys, ruleOptional...); m["stream"] != "order-2" || m["truncate_before"] != 3.0 || m["allow_empty"] != true {
+				t.Errorf("retention set: %v", m)
+			}
+		}},
+		{"retention run", []string{"retention", "run", "--store", store}, func(t *testing.T, doc any) {
+			m := shape(t, "retention run", doc, reportKeys, reportOptional...)
+			tr := list(t, "a truncation", m["truncations"], 1, []string{"stream", "before", "removed"})
+			if m["removed"] != 1.0 || tr[0]["before"] != 3.0 {
+				t.Errorf("retention run: %v", m)
+			}
+		}},
+		{"retention list", []string{"retention", "list", "--store", store}, func(t *testing.T, doc any) {
+			m := shape(t, "retention list", doc, []string{"policies", "last_report"})
+			list(t, "a policy", m["policies"], 1, ruleKeys, ruleOptional...)
+			shape(t, "the last report", m["last_report"], reportKeys, reportOptional...)
+		}},
+		{"retention remove", []string{"retention", "remove", "--stream", "order-2", "--store", store}, func(t *testing.T, doc any) {
+			if m := shape(t, "retention remove", doc, []string{"stream", "action"}); m["action"] != "removed" {
+				t.Errorf("retention remove: %v", m)
 			}
 		}},
 	} {

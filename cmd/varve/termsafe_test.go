@@ -188,6 +188,18 @@ func TestTerminalSafeOutput(t *testing.T) {
 				}
 			}},
 		{name: "projections pause", args: []string{"projections", "pause", f.projection, "--store", f.url}},
+		{name: "retention set", args: []string{"retention", "set", "--stream", f.stream, "--max-count", "1", "--store", f.url}, lines: 1},
+		{name: "retention run", args: []string{"retention", "run", "--store", f.url}, lines: 3},
+		{name: "retention list", args: []string{"retention", "list", "--store", f.url}, lines: 4},
+		{name: "retention list csv", args: []string{"retention", "list", "--store", f.url, "--csv"}, csv: true},
+		{name: "retention list json", args: []string{"retention", "list", "--store", f.url, "--json=" + jsonFile},
+			json: func(t *testing.T, r result) {
+				p := r.env["policies"].([]any)[0].(map[string]any)
+				tr := r.env["last_report"].(map[string]any)["truncations"].([]any)[0].(map[string]any)
+				if p["stream"] != f.stream || tr["stream"] != f.stream {
+					t.Errorf("policy %v, truncation %v, want stream %q", p, tr, f.stream)
+				}
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIn(t, c.args...)

@@ -276,9 +276,9 @@ function route() {
       (a.dataset.view === "subscriptions" && view === "subscription") || (a.dataset.view === "projections" && view === "projection"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
-  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", reports: "Reports"};
+  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", retention: "Retention", reports: "Reports"};
   document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
-  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, reports: reportsView};
+  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, retention: retentionView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
   fn(arg, q).catch((err) => {
@@ -1056,6 +1056,49 @@ async function dashboardView() {
   };
   await tick();
   loop();
+}
+
+// ---- retention -------------------------------------------------------------------
+
+// policyText describes a retention policy as the CLI does.
+function policyText(p) {
+  const parts = [];
+  if (p.max_age) parts.push("max age " + p.max_age);
+  if (p.max_count) parts.push("max count " + p.max_count);
+  if (p.truncate_before) parts.push("before version " + p.truncate_before);
+  if (!parts.length) parts.push("no limit");
+  if (p.allow_empty) parts.push("may remove the last event");
+  return parts.join(", ");
+}
+
+async function retentionView() {
+  const res = await api("retention");
+  const rows = res.policies.map((p) => el("tr", {"data-target": p.category ? "category:" + p.category : "stream:" + p.stream},
+    el("td", {}, p.category ? "category" : "stream"),
+    el("td", {class: "mono"}, p.category ? p.category : streamLink(p.stream)),
+    el("td", {}, policyText(p)),
+    el("td", {}, when(p.updated_at))));
+  const r = res.last_report;
+  const truncations = r && r.truncations ? r.truncations.map((t) => el("tr", {},
+    el("td", {class: "mono"}, streamLink(t.stream)), el("td", {class: "num"}, t.before), el("td", {class: "num"}, t.removed))) : [];
+  show(
+    el("h1", {}, "Retention"),
+    el("p", {class: "muted"}, "Policies of package retention: a stream's own replaces its category's; the scavenger (an application's retention.Scavenger, or varve retention run) truncates streams to them."),
+    res.categories ? null : el("div", {class: "error", id: "no-categories"}, "This store cannot list its streams: its scavenger skips category policies."),
+    el("div", {class: "cards", id: "retention-last"}, r ? [
+      card("Last pass", when(r.finished), "last-pass"),
+      card("Events removed", r.removed.toLocaleString("en"), "removed"),
+      card("Streams truncated", r.truncated + " of " + r.streams, "truncated"),
+      card("Errors", r.errors + (r.incomplete ? " (incomplete)" : ""), "errors"),
+    ] : card("Last pass", "none recorded", "last-pass")),
+    el("table", {id: "retention"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Kind"), el("th", {}, "Name"), el("th", {}, "Policy"), el("th", {}, "Updated"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 4, class: "muted"}, "No retention policies in this store.")))),
+    truncations.length ? el("h2", {}, "Truncated by the last pass") : null,
+    truncations.length ? el("table", {id: "retention-truncations"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Stream"), el("th", {class: "num"}, "Events below"), el("th", {class: "num"}, "Removed"))),
+      el("tbody", {}, truncations)) : null,
+    r && r.problems ? el("div", {class: "error", id: "retention-problems"}, r.problems.map((p) => el("div", {}, p))) : null);
 }
 
 // ---- reports ---------------------------------------------------------------------
