@@ -31,10 +31,10 @@ const (
 var ErrCorrupt = errors.New("shred: corrupt sealed data")
 
 type header struct {
-	key     uuid.UUID
-	subj    []byte // the subject, within the envelope: Subject() copies it
-	aad     []byte // the header's bytes
-	body    []byte // nonce | ciphertext
+	key  uuid.UUID
+	subj []byte // the subject, within the envelope: Subject() copies it
+	aad  []byte // the header's bytes
+	body []byte // nonce | ciphertext
 }
 
 // sealedHeader parses the header of an envelope.
