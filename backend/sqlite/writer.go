@@ -28,6 +28,9 @@ const (
 	opRelease
 	opFencedCheckpoint
 	opTx
+	opPutKey
+	opDeleteKey
+	opRewrapKey
 )
 
 // op is one write queued to the writer goroutine.
@@ -63,6 +66,11 @@ type op struct {
 	leaseName string
 	// The function of a WriteTx.
 	txfn func(*sql.Tx) error
+	// A key to put (and the subject's key put), delete or rewrap, the
+	// master of a rewrap, and whether a deletion or rewrap changed it.
+	key       varve.WrappedKey
+	oldMaster string
+	changed   bool
 }
 
 // Stream states in the streams table.
@@ -225,7 +233,7 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 	}
 	wrote := false
 	for i, o := range batch {
-		o.res, o.err = varve.AppendResult{}, nil
+		o.res, o.err, o.changed = varve.AppendResult{}, nil, false
 		if err := o.ctx.Err(); err != nil {
 			o.err = err
 			continue
@@ -247,11 +255,25 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 	}
 	b.commits.Add(1)
 	b.ops.Add(uint64(len(batch)))
+	// The deleters of keys wait for the checkpoint; the others do not.
+	deleted := false
 	for _, o := range batch {
-		close(o.done)
+		if o.kind == opDeleteKey && o.changed {
+			deleted = true
+		} else {
+			close(o.done)
+		}
 	}
 	if wrote {
 		b.watch.Notify()
+	}
+	if deleted {
+		w.checkpointTruncate()
+		for _, o := range batch {
+			if o.kind == opDeleteKey && o.changed {
+				close(o.done)
+			}
+		}
 	}
 	return nil
 }
@@ -304,6 +326,12 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		return w.fencedCheckpoint(o)
 	case opTx:
 		return w.tx(o)
+	case opPutKey:
+		return w.putKey(o)
+	case opDeleteKey:
+		return w.deleteKey(o)
+	case opRewrapKey:
+		return w.rewrapKey(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {
