@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -368,7 +369,22 @@ func TestUpgradeFromHistory(t *testing.T) {
 
 	before := dataOf(t, conn, cfg.Schema)
 	b := open(t, cfg)
-	sameLines(t, "the rows", "before the upgrade", "after", before, dataOf(t, conn, cfg.Schema))
+	// The upgrade adds the records of the migrations after the baseline,
+	// and changes no other row.
+	var added []string
+	after := slices.DeleteFunc(dataOf(t, conn, cfg.Schema), func(l string) bool {
+		var m struct{ Version int64 }
+		rec, ok := strings.CutPrefix(l, "schema_migrations ")
+		if ok && json.Unmarshal([]byte(rec), &m) == nil && m.Version > historyVersion {
+			added = append(added, fmt.Sprint(m.Version))
+			return true
+		}
+		return false
+	})
+	if fmt.Sprint(added) != "[14]" {
+		t.Errorf("the upgrade recorded the migrations %v, want [14]", added)
+	}
+	sameLines(t, "the rows", "before the upgrade", "after", before, after)
 	st, err := varve.New(b, varve.Config{})
 	if err != nil {
 		t.Fatal(err)
