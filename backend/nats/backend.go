@@ -52,6 +52,8 @@ type Backend struct {
 	kvLock chan struct{} // held while a bucket is opened
 	snaps  jetstream.KeyValue
 	ckpts  jetstream.KeyValue
+	keys   jetstream.KeyValue
+	keysJS jetstream.Stream // the keys bucket's stream, for secure deletes
 
 	watchMu  sync.Mutex
 	watchSub *natsgo.Subscription

@@ -163,7 +163,7 @@ func TestConformance(t *testing.T) {
 			}
 			name := uniqueName("suite")
 			cfg := testConfig(url, name)
-			ours := []string{name, "KV_" + name + "_snapshots", "KV_" + name + "_checkpoints"}
+			ours := []string{name, "KV_" + name + "_snapshots", "KV_" + name + "_checkpoints", "KV_" + name + "_keys"}
 			before := countOnServer(t, js, ours...)
 			// Multi-stream appends need atomic batch publishes (2.12+); tags
 			// are not kept on NATS.
@@ -173,7 +173,7 @@ func TestConformance(t *testing.T) {
 			}
 			caps := varve.Capabilities{Watch: true, Filter: true, MultiAppend: major > 2 || major == 2 && minor >= 12,
 				Snapshots: true, SnapshotsInCommits: true, Checkpoints: true, ListCheckpoints: true, ListStreams: true,
-				Leases: true, Durable: true}
+				Leases: true, Keys: true, Durable: true}
 			t.Run("suite", func(t *testing.T) {
 				backendtest.Run(t, backendtest.Factory{New: func(tb testing.TB) varve.Backend { return open(tb, cfg) }, Capabilities: caps})
 			})
@@ -193,7 +193,7 @@ func TestConformance(t *testing.T) {
 			after := countOnServer(t, js, ours...)
 			t.Logf("server counts: before the suite %d streams, %d consumers; after it %d streams (%d ours), consumers on ours %v; after deleting ours %d streams, %d consumers",
 				before.streams, before.consumers, during.streams, len(during.ours), during.ours, after.streams, after.consumers)
-			// The backend creates nothing but its stream, its two buckets and
+			// The backend creates nothing but its stream, its three buckets and
 			// consumers on them, so those are what can leak. The account-wide
 			// totals are logged, not compared: other packages' tests run in
 			// parallel against the same server and create streams of their own.

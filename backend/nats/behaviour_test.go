@@ -69,7 +69,7 @@ func (m mode) open(tb testing.TB, cfg Config) *Backend {
 			tb.Errorf("delete test streams: %v", err)
 			return
 		}
-		for _, name := range []string{b.cfg.Stream, "KV_" + b.cfg.SnapshotBucket, "KV_" + b.cfg.CheckpointBucket} {
+		for _, name := range []string{b.cfg.Stream, "KV_" + b.cfg.SnapshotBucket, "KV_" + b.cfg.CheckpointBucket, "KV_" + b.cfg.KeyBucket} {
 			if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				tb.Errorf("delete test stream %s: %v", name, err)
 			}
@@ -408,9 +408,9 @@ func TestParseURL(t *testing.T) {
 		err  bool
 	}{
 		{raw: "nats://127.0.0.1:4222", want: Config{URL: "nats://127.0.0.1:4222"}},
-		{raw: "nats://u:p@h:1?stream=ES&prefix=a.b&replicas=3&memory=true&dupe_window=1h&timeout=3s&snapshots=S&checkpoints=C",
+		{raw: "nats://u:p@h:1?stream=ES&prefix=a.b&replicas=3&memory=true&dupe_window=1h&timeout=3s&snapshots=S&checkpoints=C&keys=K",
 			want: Config{URL: "nats://u:p@h:1", Stream: "ES", Prefix: "a.b", Replicas: 3, MemoryStorage: true,
-				DuplicateWindow: time.Hour, RequestTimeout: 3 * time.Second, SnapshotBucket: "S", CheckpointBucket: "C"}},
+				DuplicateWindow: time.Hour, RequestTimeout: 3 * time.Second, SnapshotBucket: "S", CheckpointBucket: "C", KeyBucket: "K"}},
 		{raw: "postgres://h", err: true},
 		{raw: "nats://h?stream=a.b", err: true},
 		{raw: "nats://h?prefix=a..b", err: true},

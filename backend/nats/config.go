@@ -52,10 +52,13 @@ type Config struct {
 	// is created; default 2 minutes. Retries within it are recognised by the
 	// server, and all of them by the stream's event id set.
 	DuplicateWindow time.Duration
-	// SnapshotBucket and CheckpointBucket name the key-value buckets;
-	// defaults Stream+"_snapshots" and Stream+"_checkpoints".
+	// SnapshotBucket, CheckpointBucket and KeyBucket name the key-value
+	// buckets of snapshots, checkpoints and the keys of crypto-shredding;
+	// defaults Stream+"_snapshots", Stream+"_checkpoints" and
+	// Stream+"_keys".
 	SnapshotBucket   string
 	CheckpointBucket string
+	KeyBucket        string
 	// RequestTimeout bounds one server request when the caller's context
 	// has no deadline; default 10s.
 	RequestTimeout time.Duration
@@ -80,7 +83,7 @@ type Config struct {
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
 // parameters: stream, prefix, replicas, memory (true/false), dupe_window and
-// timeout (Go durations), snapshots and checkpoints (bucket names),
+// timeout (Go durations), snapshots, checkpoints and keys (bucket names),
 // category_separator; an unknown one is varve.ErrInvalidArgument.
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
@@ -96,6 +99,7 @@ func ParseURL(raw string) (Config, error) {
 		Prefix:            q.Get("prefix"),
 		SnapshotBucket:    q.Get("snapshots"),
 		CheckpointBucket:  q.Get("checkpoints"),
+		KeyBucket:         q.Get("keys"),
 		CategorySeparator: q.Get("category_separator"),
 	}
 	// Errors name the parameter, never a value: a URL may hold secrets.
@@ -124,7 +128,7 @@ func ParseURL(raw string) (Config, error) {
 	}
 	for key := range q {
 		switch key {
-		case "stream", "prefix", "snapshots", "checkpoints", "replicas", "memory", "dupe_window", "timeout", "category_separator":
+		case "stream", "prefix", "snapshots", "checkpoints", "keys", "replicas", "memory", "dupe_window", "timeout", "category_separator":
 		default:
 			return Config{}, fmt.Errorf("nats: unknown url parameter %q: %w", key, varve.ErrInvalidArgument)
 		}
@@ -157,6 +161,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CheckpointBucket == "" {
 		c.CheckpointBucket = c.Stream + "_checkpoints"
 	}
+	if c.KeyBucket == "" {
+		c.KeyBucket = c.Stream + "_keys"
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
@@ -176,7 +183,7 @@ func (c Config) validate() error {
 	if c.Stream != "" && !isName(c.Stream) {
 		return bad("stream name %q must be letters, digits, '_' or '-'", c.Stream)
 	}
-	for _, b := range []string{c.SnapshotBucket, c.CheckpointBucket} {
+	for _, b := range []string{c.SnapshotBucket, c.CheckpointBucket, c.KeyBucket} {
 		if b != "" && !isName(b) {
 			return bad("bucket name %q must be letters, digits, '_' or '-'", b)
 		}

@@ -14,8 +14,8 @@
 // stream, one subject per event stream: <prefix>.e.<category>.<rest>, where
 // the stream id is <category><separator><rest> (Config.CategorySeparator,
 // default "-", which must equal the Store's), each part escaped so that the
-// mapping is injective for a given separator. Snapshots and checkpoints live
-// in two key-value buckets. A stream keeps the separator it was created with
+// mapping is injective for a given separator. Snapshots, checkpoints and keys
+// live in three key-value buckets. A stream keeps the separator it was created with
 // ([Backend.CategorySeparator]): New fails with varve.ErrInvalidArgument for
 // another one, and so does an append whose varve.AppendRequest.Category is not
 // the stream id's category at that separator. A stream written by a version
@@ -107,6 +107,17 @@
 // returns or not at all. This holds on every server version. A checkpoint
 // saved without the lease (varve.Checkpoints.Save) drops its stored token: do
 // not mix both on one name.
+//
+// # Keys
+//
+// Keys ([varve.KeyStore]) are entries of the bucket Config.KeyBucket, made
+// like nats.go's buckets of history 1 but with message deletes allowed.
+// PutKey is a create, which the server refuses over a key; RewrapKey an
+// update at the revision read. DeleteKey erases the key's message with the
+// server's secure delete, which overwrites its bytes in the stream's files;
+// it does not reach the bytes a rewrap replaced (dropped by the history limit,
+// not overwritten: destroy the old master key after a rotation) nor a
+// replica's Raft log. Each ListKeys page reads the names of all keys.
 //
 // # Durability, replicas and failures
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,6 +16,13 @@ import (
 // !create; without create, a missing bucket gives nil and no error. ctx
 // comes from the client's Bound.
 func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyValue, create bool) (jetstream.KeyValue, error) {
+	return b.openBucket(ctx, name, slot, create, false)
+}
+
+// openBucket is bucket; a bucket it creates with deletable lets single
+// messages be deleted (nats.go's buckets deny it), for the secure deletes
+// of the key bucket.
+func (b *Backend) openBucket(ctx context.Context, name string, slot *jetstream.KeyValue, create, deletable bool) (jetstream.KeyValue, error) {
 	select {
 	case b.kvLock <- struct{}{}:
 	case <-ctx.Done():
@@ -35,13 +43,17 @@ func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyVa
 			storage = jetstream.MemoryStorage
 		}
 		b.c.CountRequest()
-		kv, err = b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      name,
-			Description: "varve " + b.cfg.Stream,
-			History:     1,
-			Storage:     storage,
-			Replicas:    b.cfg.Replicas,
-		})
+		if deletable {
+			kv, err = b.createDeletableBucket(ctx, name, storage)
+		} else {
+			kv, err = b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket:      name,
+				Description: "varve " + b.cfg.Stream,
+				History:     1,
+				Storage:     storage,
+				Replicas:    b.cfg.Replicas,
+			})
+		}
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			b.c.CountRequest()
 			kv, err = b.js.KeyValue(ctx, name)
@@ -52,6 +64,36 @@ func (b *Backend) bucket(ctx context.Context, name string, slot *jetstream.KeyVa
 	}
 	*slot = kv
 	return kv, nil
+}
+
+// createDeletableBucket creates bucket name's stream as nats.go creates
+// a bucket of history 1 (CreateKeyValue), but with message deletes
+// allowed, and opens it.
+func (b *Backend) createDeletableBucket(ctx context.Context, name string, storage jetstream.StorageType) (jetstream.KeyValue, error) {
+	_, err := b.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:              "KV_" + name,
+		Description:       "varve " + b.cfg.Stream,
+		Subjects:          []string{"$KV." + name + ".>"},
+		MaxMsgsPerSubject: 1,
+		MaxBytes:          -1,
+		MaxMsgSize:        -1,
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		Storage:           storage,
+		Replicas:          max(b.cfg.Replicas, 1),
+		AllowRollup:       true,
+		Duplicates:        2 * time.Minute,
+		AllowDirect:       true,
+		Discard:           jetstream.DiscardNew,
+	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil, jetstream.ErrBucketExists
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.c.CountRequest()
+	return b.js.KeyValue(ctx, name)
 }
 
 // kvKeys lists the keys of bucket name that match filter (a subject

@@ -10,7 +10,7 @@ import (
 
 // Size returns the bytes JetStream keeps for the store: its stream's
 // (State.Bytes: messages with their subjects and headers) and those of its
-// snapshot and checkpoint buckets (their streams, "KV_<bucket>"), a bucket
+// snapshot, checkpoint and key buckets (their streams, "KV_<bucket>"), a bucket
 // not yet created counting nothing. Replicas are not counted: it is the
 // bytes of one copy.
 func (b *Backend) Size(ctx context.Context) (int64, error) {
@@ -20,7 +20,7 @@ func (b *Backend) Size(ctx context.Context) (int64, error) {
 	ctx, cancel := b.c.Bound(ctx)
 	defer cancel()
 	var total int64
-	for _, name := range []string{b.cfg.Stream, "KV_" + b.cfg.SnapshotBucket, "KV_" + b.cfg.CheckpointBucket} {
+	for _, name := range []string{b.cfg.Stream, "KV_" + b.cfg.SnapshotBucket, "KV_" + b.cfg.CheckpointBucket, "KV_" + b.cfg.KeyBucket} {
 		b.c.CountRequest()
 		s, err := b.js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) && name != b.cfg.Stream {

@@ -76,7 +76,8 @@
 // Snapshots, checkpoints, stream and checkpoint listings, filtered reads of
 // $all (varve.Filter, by index), appends to several streams
 // (varve.MultiAppender), tags and conditional appends (varve.TagStore),
-// position numbers (varve.PositionNumbers), leases ([varve.LeaseStore]) and,
+// position numbers (varve.PositionNumbers), leases ([varve.LeaseStore]), the
+// keys of crypto-shredding ([varve.KeyStore]) and,
 // with Config.Inline, inline projections run in the append's transaction
 // ([InlineFunc]). Snapshots kept in commits (varve.CommitSnapshotStore) are
 // not supported.
@@ -95,6 +96,18 @@
 // token older than the lease's is refused with varve.ErrLeaseLost; an Acquire
 // that hands out a new token waits for a fenced save in flight to commit, so
 // the new holder reads it.
+//
+// Keys are rows of the schema's table keys, each in one statement (PutKey:
+// an insert that does nothing when the subject has a key, and a read of the
+// subject's key); the data key is stored only wrapped. PostgreSQL cannot
+// overwrite a row in place: the bytes of a deleted key (and those a rewrap
+// replaced) stay in the table's dead row until VACUUM prunes it, then in
+// the free space of its page until a new row reuses it or the table is
+// rewritten (VACUUM FULL), and in the WAL until its segment is removed, or
+// recycled and overwritten, after a checkpoint; archived WAL, replicas and
+// backups keep what they received. To have them leave the data directory:
+// VACUUM FULL the keys table, CHECKPOINT, then, with wal_recycle=off,
+// pg_switch_wal() and CHECKPOINT again.
 //
 // # Watch
 //

@@ -106,6 +106,46 @@ CREATE TABLE %[1]s.schema_migrations (
 	return nil
 }
 
+// CreateBaselineSchema creates the schema with the embedded baseline
+// alone and the code, in one transaction as New does, recorded in
+// schema_migrations: a schema as New made it before the migrations after
+// the baseline.
+func CreateBaselineSchema(ctx context.Context, conn *pgx.Conn, schema string) error {
+	ms, err := migrate.Load(embedded, "migrations")
+	if err != nil {
+		return err
+	}
+	code, err := migrate.LoadCode(embedded, "code")
+	if err != nil {
+		return err
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	x := newExpander(ident, seedOf(schema))
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL standard_conforming_strings = on;
+CREATE SCHEMA %[1]s;
+CREATE TABLE %[1]s.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now())`, ident))
+		if err != nil {
+			return err
+		}
+		if err := exec(ctx, tx, x, ms[0].Name, ms[0].SQL); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_migrations (version, name) VALUES ($1, $2)", ms[0].Version, ms[0].Name); err != nil {
+			return err
+		}
+		for _, c := range code {
+			if err := exec(ctx, tx, x, "code/"+c.Name, c.SQL); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // SeedOf returns the seed of the advisory lock keys of the named schema.
 func SeedOf(schema string) int64 { return seedOf(schema) }
 

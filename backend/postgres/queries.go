@@ -38,6 +38,8 @@ type queries struct {
 
 	saveSnapshot, loadSnapshot     string
 	saveCheckpoint, loadCheckpoint string
+
+	putKey, getKey, deleteKey, rewrapKey, listKeys string
 }
 
 // writersHorizon is the $all horizon: see all_horizon in code/horizon.sql.
@@ -201,5 +203,22 @@ ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version,
 		saveCheckpoint: `INSERT INTO ` + s + `.checkpoints (name, commit_pos, seq_pos) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET commit_pos = EXCLUDED.commit_pos, seq_pos = EXCLUDED.seq_pos, updated_at = now()`,
 		loadCheckpoint: `SELECT commit_pos, seq_pos FROM ` + s + `.checkpoints WHERE name = $1`,
+
+		// The key inserted, or the one that was there. The second part
+		// reads the statement's snapshot: a key committed by another
+		// transaction after it began makes the insert do nothing and is
+		// not seen, and the statement returns no row (see PutKey).
+		putKey: `WITH ins AS (
+    INSERT INTO ` + s + `.keys (subject, id, master, wrapped) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (subject) DO NOTHING
+    RETURNING id, master, wrapped, created
+)
+SELECT id, master, wrapped, created FROM ins
+UNION ALL
+SELECT id, master, wrapped, created FROM ` + s + `.keys WHERE subject = $1 AND NOT EXISTS (SELECT FROM ins)`,
+		getKey:    `SELECT id, master, wrapped, created FROM ` + s + `.keys WHERE subject = $1`,
+		deleteKey: `DELETE FROM ` + s + `.keys WHERE subject = $1 AND id = $2`,
+		rewrapKey: `UPDATE ` + s + `.keys SET master = $3, wrapped = $4 WHERE subject = $1 AND id = $2 AND master = $5`,
+		listKeys:  `SELECT subject, id, master, wrapped, created FROM ` + s + `.keys WHERE subject > $1 ORDER BY subject LIMIT $2`,
 	}
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -133,38 +134,50 @@ func sameLines(t *testing.T, what, nameA, nameB string, a, b []string) {
 // TestBaselineMatchesHistory: a schema made by the baseline and the code
 // has exactly the catalog of one made by the thirteen migrations before
 // the squash (columns, types, defaults, indexes, constraints, sequences,
-// triggers, functions with their bodies), and opening the latter with this
-// package applies no migration and leaves its catalog as it was.
+// triggers, functions with their bodies); opened with this package, both
+// get the migrations after the baseline and nothing else, and have the
+// catalog of a new schema.
 func TestBaselineMatchesHistory(t *testing.T) {
 	ctx := context.Background()
 	sfx := "_" + randomSuffix()
 	oldCfg := config(t, "varve_history"+sfx)
-	newCfg := config(t, "varve_baseline"+sfx)
+	baseCfg := config(t, "varve_baseline"+sfx)
+	newCfg := config(t, "varve_new"+sfx)
 	conn := testConn(t, oldCfg.ConnString)
 	if err := postgres.CreateHistorySchema(ctx, conn, oldCfg.Schema, historyVersion); err != nil {
 		t.Fatal(err)
 	}
+	if err := postgres.CreateBaselineSchema(ctx, conn, baseCfg.Schema); err != nil {
+		t.Fatal(err)
+	}
 	history := catalog(t, conn, oldCfg.Schema)
-	open(t, newCfg)
-	baseline := catalog(t, conn, newCfg.Schema)
+	baseline := catalog(t, conn, baseCfg.Schema)
 	if len(baseline) < 100 || !slices.ContainsFunc(baseline, func(l string) bool { return strings.HasPrefix(l, "function ") }) {
 		t.Fatalf("a catalog of %d lines: %v", len(baseline), baseline)
 	}
 	sameLines(t, "the catalogs of the history and of the baseline", "the history", "the baseline", history, baseline)
 
-	open(t, oldCfg)
-	sameLines(t, "the catalogs of the history before and after opening it", "before", "after", history, catalog(t, conn, oldCfg.Schema))
+	open(t, newCfg)
+	latest := catalog(t, conn, newCfg.Schema)
+	if !slices.ContainsFunc(latest, func(l string) bool { return strings.HasPrefix(l, "relation keys ") }) {
+		t.Fatalf("a new schema without the keys table: %v", latest)
+	}
+	for _, cfg := range []postgres.Config{oldCfg, baseCfg} {
+		open(t, cfg)
+		sameLines(t, "the catalogs", "a new schema", cfg.Schema+" opened", latest, catalog(t, conn, cfg.Schema))
+	}
 	for _, tc := range []struct {
 		schema string
 		want   string
 	}{
-		{oldCfg.Schema, "1-13"},
-		{newCfg.Schema, "13-13"},
+		{oldCfg.Schema, "1-14"},
+		{baseCfg.Schema, "13-14"},
+		{newCfg.Schema, "13-14"},
 	} {
 		var got string
-		err := conn.QueryRow(ctx, "SELECT min(version) || '-' || max(version) FROM "+pgx.Identifier{tc.schema}.Sanitize()+".schema_migrations").Scan(&got)
-		if err != nil || got != tc.want {
-			t.Errorf("schema %s has migrations %s (%v), want %s", tc.schema, got, err, tc.want)
+		err := conn.QueryRow(ctx, "SELECT min(version) || '-' || max(version) || ' ' || count(*) FILTER (WHERE version > 13) FROM "+pgx.Identifier{tc.schema}.Sanitize()+".schema_migrations").Scan(&got)
+		if err != nil || got != tc.want+" 1" {
+			t.Errorf("schema %s has migrations %s (%v), want %s and one after the baseline", tc.schema, got, err, tc.want)
 		}
 	}
 }
@@ -356,7 +369,22 @@ func TestUpgradeFromHistory(t *testing.T) {
 
 	before := dataOf(t, conn, cfg.Schema)
 	b := open(t, cfg)
-	sameLines(t, "the rows", "before the upgrade", "after", before, dataOf(t, conn, cfg.Schema))
+	// The upgrade adds the records of the migrations after the baseline,
+	// and changes no other row.
+	var added []string
+	after := slices.DeleteFunc(dataOf(t, conn, cfg.Schema), func(l string) bool {
+		var m struct{ Version int64 }
+		rec, ok := strings.CutPrefix(l, "schema_migrations ")
+		if ok && json.Unmarshal([]byte(rec), &m) == nil && m.Version > historyVersion {
+			added = append(added, fmt.Sprint(m.Version))
+			return true
+		}
+		return false
+	})
+	if fmt.Sprint(added) != "[14]" {
+		t.Errorf("the upgrade recorded the migrations %v, want [14]", added)
+	}
+	sameLines(t, "the rows", "before the upgrade", "after", before, after)
 	st, err := varve.New(b, varve.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +484,7 @@ func TestUpgradeFromHistory(t *testing.T) {
 		backendtest.Run(t, backendtest.Factory{
 			New: func(t testing.TB) varve.Backend { return open(t, cfg) },
 			Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
-				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: true},
+				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true, Durable: true},
 		})
 	})
 }

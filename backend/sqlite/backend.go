@@ -15,17 +15,18 @@ import (
 // Backend is the SQLite backend. It implements [varve.Backend] and the
 // capabilities [varve.SnapshotStore], [varve.CheckpointStore],
 // [varve.Watcher], [varve.StreamLister], [varve.CheckpointLister],
-// [varve.FilteredReader], [varve.MultiAppender], [varve.TagStore] and
-// [varve.LeaseStore], and is safe for concurrent use.
+// [varve.FilteredReader], [varve.MultiAppender], [varve.TagStore],
+// [varve.LeaseStore] and [varve.KeyStore], and is safe for concurrent use.
 type Backend struct {
 	cfg    Config
 	path   string
 	memory bool
 
-	commits    atomic.Uint64 // write transactions committed
-	ops        atomic.Uint64 // writes committed in them
-	polls      atomic.Uint64 // reads of PRAGMA data_version by watchFile
-	pollErrors atomic.Uint64 // failed ones
+	commits     atomic.Uint64 // write transactions committed
+	ops         atomic.Uint64 // writes committed in them
+	polls       atomic.Uint64 // reads of PRAGMA data_version by watchFile
+	pollErrors  atomic.Uint64 // failed ones
+	keyCkptBusy atomic.Uint64 // checkpoints after a key's deletion that left the WAL
 
 	wconn *conn // the writer's connection; also the read pool's only one in memory
 	reads *pool
@@ -171,11 +172,16 @@ type Stats struct {
 	// back-off; see [Backend.Watch]).
 	WatchPolls  uint64
 	WatchErrors uint64
+	// KeyCheckpointsBusy is the number of checkpoints after the deletion
+	// of a key ([Backend.DeleteKey]) that could not truncate the WAL,
+	// because a reader kept it past the busy timeout, or failed.
+	KeyCheckpointsBusy uint64
 }
 
 // Stats returns the counters.
 func (b *Backend) Stats() Stats {
-	return Stats{Commits: b.commits.Load(), Writes: b.ops.Load(), WatchPolls: b.polls.Load(), WatchErrors: b.pollErrors.Load()}
+	return Stats{Commits: b.commits.Load(), Writes: b.ops.Load(), WatchPolls: b.polls.Load(), WatchErrors: b.pollErrors.Load(),
+		KeyCheckpointsBusy: b.keyCkptBusy.Load()}
 }
 
 // Watch implements [varve.Watcher]. The channel is closed right after the

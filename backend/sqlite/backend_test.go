@@ -69,7 +69,7 @@ func TestConformance(t *testing.T) {
 					return open(t, cfg.(sqlite.Config))
 				},
 				Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
-					Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: tc.name != "memory"},
+					Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true, Durable: tc.name != "memory"},
 			})
 		})
 	}

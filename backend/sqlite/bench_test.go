@@ -315,3 +315,83 @@ func BenchmarkFilterIndexCost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSecureDeleteCost measures what PRAGMA secure_delete would cost
+// appends and truncations if it were set for the writer connection rather
+// than around the statements that delete or rewrap a key: stores with it
+// FAST and ON alternate with one with it OFF (the default), on single-event
+// appends and on truncations of 100-event streams (the appends of which
+// are not timed).
+func BenchmarkSecureDeleteCost(b *testing.B) {
+	for _, sync := range []Synchronous{SyncFull, SyncNormal} {
+		for _, work := range []string{"append", "truncate"} {
+			b.Run("sync="+sync.pragma()+"/"+work, func(b *testing.B) {
+				names := []string{"off", "fast", "on"}
+				stores := make([]*varve.Store, len(names))
+				for i, mode := range names {
+					s, be := benchStore(b, Config{Synchronous: sync})
+					if _, err := be.wconn.exec(bg, "PRAGMA secure_delete = "+mode); err != nil {
+						b.Fatal(err)
+					}
+					stores[i] = s
+				}
+				ms := make([]meter, len(names))
+				evs, long := benchEvents(1), benchEvents(100)
+				i := 0
+				for b.Loop() {
+					i++
+					stream := fmt.Sprintf("order-%d", i)
+					for j, s := range stores {
+						if work == "append" {
+							ms[j].run(b, 1, func() error {
+								evs[0].ID = varve.NewEventID()
+								_, err := s.Append(bg, stream, varve.Any, evs...)
+								return err
+							})
+							continue
+						}
+						for k := range long {
+							long[k].ID = varve.NewEventID()
+						}
+						if _, err := s.Append(bg, stream, varve.NoStream, long...); err != nil {
+							b.Fatal(err)
+						}
+						ms[j].run(b, 100, func() error { return s.Truncate(bg, stream, 101) })
+					}
+				}
+				report(b, []string{"fast", "off"}, &ms[1], &ms[0])
+				b.ReportMetric(ms[2].rate(), "on-events/s")
+				b.ReportMetric(ms[2].rate()/ms[0].rate(), "on/off")
+			})
+		}
+	}
+}
+
+// BenchmarkDeleteKey measures a key's deletion (secure_delete around the
+// statement, then the WAL checkpointed and truncated) against a checkpoint
+// save, a write of one small row, on the same store; the puts of the keys
+// are not timed.
+func BenchmarkDeleteKey(b *testing.B) {
+	s, _ := benchStore(b, Config{})
+	keys := s.Keys()
+	wrapped := make([]byte, 60)
+	var md, mc meter
+	i := 0
+	for b.Loop() {
+		i++
+		subject := fmt.Sprintf("subject-%d", i)
+		k, err := keys.Put(bg, varve.WrappedKey{Subject: subject, ID: varve.NewEventID(), Master: "m1", Wrapped: wrapped})
+		if err != nil {
+			b.Fatal(err)
+		}
+		md.run(b, 1, func() error {
+			ok, err := keys.Delete(bg, subject, k.ID)
+			if err == nil && !ok {
+				err = fmt.Errorf("%s was not deleted", subject)
+			}
+			return err
+		})
+		mc.run(b, 1, func() error { return s.Checkpoints().Save(bg, "bench", varve.Position{Seq: uint64(i)}) })
+	}
+	report(b, []string{"delete", "checkpoint"}, &md, &mc)
+}

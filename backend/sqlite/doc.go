@@ -80,11 +80,26 @@
 // $all (varve.Filter, by index), appends to several streams
 // (varve.MultiAppender), tags and conditional appends (varve.TagStore),
 // position numbers (varve.PositionNumbers: an event's number is its
-// position, up to 2^53-1) and leases ([varve.LeaseStore]). Snapshots kept in commits
+// position, up to 2^53-1), leases ([varve.LeaseStore]) and the keys of
+// crypto-shredding ([varve.KeyStore]). Snapshots kept in commits
 // (varve.CommitSnapshotStore) are not supported. Leases live in the file,
 // shared by the processes that open it; expiry is judged by each process's
 // clock. A fenced checkpoint save with a token older than the lease's is
 // refused with varve.ErrLeaseLost, in the writer's transaction.
+//
+// Keys are rows of the file, written by the writer like leases. A deletion,
+// and a rewrap, run with PRAGMA secure_delete, so that SQLite overwrites the
+// bytes they remove in the pages it writes. After the commit of a deletion
+// the writer runs PRAGMA wal_checkpoint(TRUNCATE) (the writes queued
+// meanwhile wait), and DeleteKey returns after it: the overwritten page is
+// in the file and the WAL, which held the old one, is truncated to nothing.
+// That checkpoint is best effort: a reader of an older snapshot (another
+// process's, or a [Backend.ReadTx]) that outlasts Config.BusyTimeout keeps
+// the WAL, and the deletion is done all the same
+// ([Stats].KeyCheckpointsBusy counts it); a later checkpoint copies the
+// page, and the WAL's frames are overwritten as it is reused. What the file
+// system, the disk, backups and copies of the file kept is beyond the
+// backend. In memory, the deletion is all there is.
 //
 // # Wake-ups
 //

@@ -142,23 +142,63 @@ func openBackend(t testing.TB, cfg Config) *Backend {
 	return b
 }
 
+// baselineFile makes a database at path with the embedded baseline alone
+// and the code, as upgrade writes them.
+func baselineFile(t testing.TB, path string) {
+	t.Helper()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := loadCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[0].Version != historyVersion {
+		t.Fatalf("the baseline is version %d", ms[0].Version)
+	}
+	c, err := openConn(path, "mode=rwc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	q := []string{"BEGIN IMMEDIATE", ms[0].SQL, fmt.Sprintf("PRAGMA user_version = %d", ms[0].Version)}
+	for _, o := range code {
+		q = append(q, o.sql)
+	}
+	for _, s := range append(q, "COMMIT") {
+		if _, err := c.exec(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
 // TestBaselineMatchesHistory: a file made by the baseline and the code has
 // exactly the catalog of one made by the four migrations before the
-// squash, statements in sqlite_schema included, and opening the latter
-// leaves its catalog as it was.
+// squash, statements in sqlite_schema included; opened, both get the
+// migrations after the baseline and have the catalog of a new file, which
+// opening again leaves as it was.
 func TestBaselineMatchesHistory(t *testing.T) {
 	dir := t.TempDir()
-	history, baseline := filepath.Join(dir, "history.db"), filepath.Join(dir, "baseline.db")
+	history, baseline, fresh := filepath.Join(dir, "history.db"), filepath.Join(dir, "baseline.db"), filepath.Join(dir, "fresh.db")
 	historyFile(t, history, historyVersion)
+	baselineFile(t, baseline)
 	want := catalogOf(t, history)
-	_ = openBackend(t, Config{Path: baseline}).Close()
 	got := catalogOf(t, baseline)
 	if len(got) < 50 || !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "schema trigger events_drop_tags") }) {
 		t.Fatalf("a catalog of %d lines: %v", len(got), got)
 	}
 	sameLines(t, "the catalogs of the history and of the baseline", want, got)
-	_ = openBackend(t, Config{Path: history}).Close()
-	sameLines(t, "the catalogs of the history before and after opening it", want, catalogOf(t, history))
+
+	_ = openBackend(t, Config{Path: fresh}).Close()
+	want = catalogOf(t, fresh)
+	if !slices.ContainsFunc(want, func(l string) bool { return strings.HasPrefix(l, "table keys ") }) {
+		t.Fatalf("a new file without the keys table: %v", want)
+	}
+	for _, path := range []string{history, baseline, fresh} {
+		_ = openBackend(t, Config{Path: path}).Close()
+		sameLines(t, "the catalogs of a new file and of "+filepath.Base(path)+" opened", want, catalogOf(t, path))
+	}
 }
 
 // TestBeforeBaseline: a file made by part of the squashed history is
@@ -335,7 +375,7 @@ func TestUpgradeFromHistory(t *testing.T) {
 				return openBackend(t, Config{Path: path.(string), BusyTimeout: time.Minute})
 			},
 			Capabilities: varve.Capabilities{Watch: true, Filter: true, Tags: true, PositionNumbers: true, MultiAppend: true, Snapshots: true,
-				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Durable: true},
+				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true, Durable: true},
 		})
 	})
 }

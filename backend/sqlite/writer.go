@@ -29,6 +29,9 @@ const (
 	opFencedCheckpoint
 	opTx
 	opReclaim
+	opPutKey
+	opDeleteKey
+	opRewrapKey
 )
 
 // op is one write queued to the writer goroutine.
@@ -66,6 +69,11 @@ type op struct {
 	txfn func(*sql.Tx) error
 	// The pages a reclaim freed.
 	freed int64
+	// A key to put (and the subject's key put), delete or rewrap, the
+	// master of a rewrap, and whether a deletion or rewrap changed it.
+	key       varve.WrappedKey
+	oldMaster string
+	changed   bool
 }
 
 // Stream states in the streams table.
@@ -228,7 +236,7 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 	}
 	wrote := false
 	for i, o := range batch {
-		o.res, o.err = varve.AppendResult{}, nil
+		o.res, o.err, o.changed = varve.AppendResult{}, nil, false
 		if err := o.ctx.Err(); err != nil {
 			o.err = err
 			continue
@@ -250,11 +258,25 @@ func (w *writer) commit(batch []*op) (retry []*op) {
 	}
 	b.commits.Add(1)
 	b.ops.Add(uint64(len(batch)))
+	// The deleters of keys wait for the checkpoint; the others do not.
+	deleted := false
 	for _, o := range batch {
-		close(o.done)
+		if o.kind == opDeleteKey && o.changed {
+			deleted = true
+		} else {
+			close(o.done)
+		}
 	}
 	if wrote {
 		b.watch.Notify()
+	}
+	if deleted {
+		w.checkpointTruncate()
+		for _, o := range batch {
+			if o.kind == opDeleteKey && o.changed {
+				close(o.done)
+			}
+		}
 	}
 	return nil
 }
@@ -309,6 +331,12 @@ func (w *writer) apply(o *op) (err error, fatal bool) {
 		return w.tx(o)
 	case opReclaim:
 		return w.reclaim(o)
+	case opPutKey:
+		return w.putKey(o)
+	case opDeleteKey:
+		return w.deleteKey(o)
+	case opRewrapKey:
+		return w.rewrapKey(o)
 	case opCheckpoint:
 		_, err = w.c.exec(bg, qSaveCheckpoint, o.stream, int64(o.pos.Commit), int64(o.pos.Seq))
 		if err != nil {

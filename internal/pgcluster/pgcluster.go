@@ -93,6 +93,9 @@ func (c *Cluster) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
 }
 
+// DataDir is the cluster's data directory (owned by the server's user).
+func (c *Cluster) DataDir() string { return c.data }
+
 // Port is the loopback TCP port the server listens on.
 func (c *Cluster) Port() int { return c.port }
 

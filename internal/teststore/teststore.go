@@ -129,7 +129,7 @@ func NATS(t testing.TB) varve.Backend {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for _, s := range []string{name, "KV_" + name + "_snapshots", "KV_" + name + "_checkpoints"} {
+		for _, s := range []string{name, "KV_" + name + "_snapshots", "KV_" + name + "_checkpoints", "KV_" + name + "_keys"} {
 			if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				t.Errorf("delete test stream %s: %v", s, err)
 			}

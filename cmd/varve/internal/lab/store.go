@@ -275,7 +275,7 @@ func (t *Target) Release(ctx context.Context) error {
 		if err := js.DeleteStream(ctx, ns); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, fmt.Errorf("delete stream %s: %w", ns, err))
 		}
-		for _, bucket := range []string{ns + "_snapshots", ns + "_checkpoints"} {
+		for _, bucket := range []string{ns + "_snapshots", ns + "_checkpoints", ns + "_keys"} {
 			if err := js.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				errs = append(errs, fmt.Errorf("delete bucket %s: %w", bucket, err))
 			}
