@@ -43,6 +43,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/sqlite"
@@ -154,7 +155,9 @@ var errNothing = errors.New("sqliteprojection: nothing to commit")
 // subject of an erasure report of b ([projection.Batch.Erasures], for a
 // projection with Erasures), and tells the runner how many
 // ([projection.Batch.Erased]). table and column are SQL text, the
-// handler's own names (quoted as it needs). It returns the rows deleted. The store's
+// handler's own names (quoted as it needs). The deletion runs with PRAGMA
+// secure_delete, so SQLite overwrites the rows' bytes in the pages it
+// writes. It returns the rows deleted. The store's
 // database overwrites deleted content (secure_delete) only where the
 // backend's documentation says so: docs/privacy.md.
 func DeleteErased(ctx context.Context, tx *sql.Tx, b projection.Batch, table, column string) (int64, error) {
@@ -163,6 +166,14 @@ func DeleteErased(ctx context.Context, tx *sql.Tx, b projection.Batch, table, co
 		return 0, nil
 	}
 	stmt := "DELETE FROM " + table + " WHERE " + column + " = ?"
+	var was int
+	if err := tx.QueryRowContext(ctx, "PRAGMA secure_delete").Scan(&was); err != nil {
+		return 0, fmt.Errorf("sqliteprojection: secure_delete: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA secure_delete = ON"); err != nil {
+		return 0, fmt.Errorf("sqliteprojection: secure_delete: %w", err)
+	}
+	defer func() { _, _ = tx.ExecContext(context.WithoutCancel(ctx), "PRAGMA secure_delete = "+strconv.Itoa(was)) }()
 	var all int64
 	for _, r := range reports {
 		res, err := tx.ExecContext(ctx, stmt, r.Subject)
