@@ -116,13 +116,12 @@ func (s *Shredder) Erase(ctx context.Context, store *varve.Store, subject string
 // count scans the log for the events the key sealed.
 func (s *Shredder) count(ctx context.Context, store *varve.Store, r *Report) error {
 	streams := map[string]bool{}
-	var keyed []byte
 	for e, err := range store.ReadAll(ctx, varve.Start, varve.Sealed()) {
 		if err != nil {
 			return err
 		}
 		r.Through = e.Position
-		if !sealedBy(e.Data, r.Key, &keyed) {
+		if !sealedBy(e.Data, r.Key) {
 			continue
 		}
 		r.Events++
@@ -144,7 +143,7 @@ func (s *Shredder) count(ctx context.Context, store *varve.Store, r *Report) err
 		if err != nil {
 			return err
 		}
-		if ok && sealedBy(snap.Data, r.Key, &keyed) {
+		if ok && sealedBy(snap.Data, r.Key) {
 			r.Snapshots++
 		}
 	}
@@ -152,7 +151,7 @@ func (s *Shredder) count(ctx context.Context, store *varve.Store, r *Report) err
 }
 
 // sealedBy reports whether data is sealed, as a whole or in fields, by key.
-func sealedBy(data []byte, key uuid.UUID, scratch *[]byte) bool {
+func sealedBy(data []byte, key uuid.UUID) bool {
 	if h, err := sealedHeader(data); err == nil {
 		return h.key == key
 	}

@@ -267,13 +267,24 @@ func (s *Subscription) Store() *varve.Store { return s.store }
 // (Config.Sealed).
 func (s *Subscription) Sealed() bool { return s.cfg.Sealed }
 
-// sealed is the read option of Config.Sealed: Sealed, or PageSize(0),
-// which changes nothing as the first of a read's options.
-func (s *Subscription) sealed() varve.ReadOption {
+// readOpts are the options of a page of $all: the page size, and Sealed
+// when Config.Sealed says so.
+func (s *Subscription) readOpts() []varve.AllOption {
+	opts := []varve.AllOption{varve.PageSize(s.cfg.PageSize)}
 	if s.cfg.Sealed {
-		return varve.Sealed()
+		opts = append(opts, varve.Sealed())
 	}
-	return varve.PageSize(0)
+	return opts
+}
+
+// streamOpts are the options of a page of the subscription's stream from
+// version from.
+func (s *Subscription) streamOpts(from varve.Version) []varve.StreamOption {
+	opts := []varve.StreamOption{varve.From(from), varve.Limit(s.cfg.PageSize + 1)}
+	if s.cfg.Sealed {
+		opts = append(opts, varve.Sealed())
+	}
+	return opts
 }
 
 // StartPosition returns the position the subscription started after, and
@@ -370,9 +381,9 @@ func (s *Subscription) read(ctx context.Context) (Batch, bool, error) {
 	var res varve.AllPage
 	var err error
 	if len(s.cfg.Query.Items) > 0 {
-		res, err = s.store.ReadQueryPage(ctx, s.cfg.Query, s.pos, s.buf[:0], s.sealed(), varve.PageSize(s.cfg.PageSize))
+		res, err = s.store.ReadQueryPage(ctx, s.cfg.Query, s.pos, s.buf[:0], s.readOpts()...)
 	} else {
-		res, err = s.store.ReadAllPage(ctx, s.pos, s.buf[:0], s.sealed(), varve.PageSize(s.cfg.PageSize), s.filter)
+		res, err = s.store.ReadAllPage(ctx, s.pos, s.buf[:0], append(s.readOpts(), s.filter)...)
 	}
 	page := res.Events
 	s.buf = page
@@ -406,7 +417,7 @@ func (s *Subscription) readStream(ctx context.Context) (Batch, bool, error) {
 		check := s.next > 1
 		from := max(s.next, 2) - 1
 		restart, n := check, 0
-		for e, err := range s.store.ReadStream(ctx, s.cfg.Stream, s.sealed(), varve.From(from), varve.Limit(s.cfg.PageSize+1)) {
+		for e, err := range s.store.ReadStream(ctx, s.cfg.Stream, s.streamOpts(from)...) {
 			if errors.Is(err, varve.ErrStreamNotFound) || errors.Is(err, varve.ErrStreamDeleted) {
 				s.next, restart = 0, false // a new life starts at version 1
 				break
