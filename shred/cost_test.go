@@ -36,9 +36,18 @@ func TestSealCost(t *testing.T) {
 			}
 			appends, loads := 400, 400
 			if k.Name == "memory" {
-				appends, loads = 20000, 20000
+				appends, loads = 100000, 50000
 			}
 			const streamLen = 10
+			// Names made once, so that the rounds time the store and the seal.
+			subjects := make([]string, 100)
+			streams := map[string][]string{}
+			for i := range subjects {
+				subjects[i] = fmt.Sprintf("subject-%d", i)
+				for _, kind := range []string{"plain", "sealed"} {
+					streams[kind] = append(streams[kind], fmt.Sprintf("cost%s-%d", kind, i))
+				}
+			}
 			for _, kind := range []string{"plain", "sealed"} {
 				for v := range streamLen {
 					ev := varve.NewEvent("E", data)
@@ -58,11 +67,11 @@ func TestSealCost(t *testing.T) {
 						ev := varve.NewEvent("E", data)
 						if kind == "sealed" {
 							var err error
-							if ev, err = sh.Seal(ctx, fmt.Sprintf("subject-%d", i%100), ev); err != nil {
+							if ev, err = sh.Seal(ctx, subjects[i%100], ev); err != nil {
 								t.Fatal(err)
 							}
 						}
-						if _, err := s.Append(ctx, fmt.Sprintf("cost%s-%d", kind, i%100), varve.Any, ev); err != nil {
+						if _, err := s.Append(ctx, streams[kind][i%100], varve.Any, ev); err != nil {
 							t.Fatal(err)
 						}
 					case "load":

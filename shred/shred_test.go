@@ -363,3 +363,36 @@ func TestMasterKeyText(t *testing.T) {
 }
 
 func shredConfig(t testing.TB) shred.Config { return shred.Config{Master: master(t, "m1")} }
+
+// TestNonces: seals under one key, from one Shredder and from a second one
+// over the same key store (another process), never share a nonce.
+func TestNonces(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New()
+	_, a := open(t, b, shredConfig(t))
+	_, c := open(t, b, shredConfig(t))
+	seen := map[string]bool{}
+	for i := range 2000 {
+		sh := a
+		if i%2 == 1 {
+			sh = c
+		}
+		ev, err := sh.Seal(ctx, "subject-n", varve.NewEvent("E", []byte("same plaintext")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shred.Subject(ev.Data) != "subject-n" {
+			t.Fatalf("sealed by %q", shred.Subject(ev.Data))
+		}
+		// The nonce is the 12 bytes before the ciphertext and its 16-byte tag.
+		n := string(ev.Data[len(ev.Data)-len("same plaintext")-16-12 : len(ev.Data)-len("same plaintext")-16])
+		if seen[n] {
+			t.Fatalf("seal %d repeats nonce %x", i, n)
+		}
+		seen[n] = true
+		plain, err := a.OpenBytes(ctx, ev.Data)
+		if err != nil || string(plain) != "same plaintext" {
+			t.Fatalf("open: %q, %v", plain, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,6 +56,19 @@ type dataKey struct {
 	subject string
 	aead    cipher.AEAD // nil: the key is gone, for good (ids are not reused)
 	at      time.Time   // when it was read from the key store
+	// Nonces of this process's seals under the key: a random 32-bit fixed
+	// field and a 64-bit counter from a random start (NIST SP 800-38D
+	// 8.2.1), so that a seal need not read crypto/rand. Two processes
+	// repeat a nonce only if both fields meet: about 2^-32 times the
+	// chance that two random 64-bit ranges of their seal counts overlap.
+	fixed [4]byte
+	ctr   atomic.Uint64
+}
+
+// nonce writes the next nonce of k into b (nonceLen bytes).
+func (k *dataKey) nonce(b []byte) {
+	copy(b, k.fixed[:])
+	binary.BigEndian.PutUint64(b[4:], k.ctr.Add(1))
 }
 
 // cached returns c's entry for key unless it is a key older than the TTL.
@@ -131,7 +145,14 @@ func (s *Shredder) unwrap(ctx context.Context, w varve.WrappedKey) (*dataKey, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: data key of %q: %v", ErrMasterKey, w.Subject, err)
 	}
-	return &dataKey{id: w.ID, subject: w.Subject, aead: aead, at: time.Now()}, nil
+	k := &dataKey{id: w.ID, subject: w.Subject, aead: aead, at: time.Now()}
+	var start [12]byte
+	if _, err := io.ReadFull(rand.Reader, start[:]); err != nil {
+		return nil, err
+	}
+	copy(k.fixed[:], start[:4])
+	k.ctr.Store(binary.BigEndian.Uint64(start[4:]))
+	return k, nil
 }
 
 // current returns the subject's key for sealing, made if it has none.
@@ -212,9 +233,7 @@ func (s *Shredder) seal(ctx context.Context, subject string, plaintext []byte) (
 	out = append(out, subject...)
 	hdr := len(out)
 	out = out[:hdr+nonceLen]
-	if _, err := io.ReadFull(rand.Reader, out[hdr:]); err != nil {
-		return nil, err
-	}
+	k.nonce(out[hdr:])
 	return k.aead.Seal(out, out[hdr:], plaintext, out[:hdr]), nil
 }
 
