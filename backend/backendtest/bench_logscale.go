@@ -1,0 +1,250 @@
+package backendtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/workload"
+)
+
+// Environment variables of RunLogScale.
+const (
+	// LogScaleEnv must be set (to anything) for RunLogScale to run.
+	LogScaleEnv = "VARVE_LOG_SCALE"
+	// LogScaleSizesEnv overrides the sizes: comma-separated event counts.
+	LogScaleSizesEnv = "VARVE_LOG_SCALE_SIZES"
+)
+
+// Log scale workload: the log is filled with batches of events, each
+// batch a stream of the next of logScaleCategories categories; at each
+// size a window of logScaleWindow events is appended on top the same way
+// and read back, through $all and by one category (10 of its batches).
+const (
+	logScaleCategories = 100
+	logScaleBatch      = 100
+	logScaleLoaders    = 4
+	logScaleAppends    = 2000
+	logScaleWindow     = 100_000
+	logScalePage       = 512
+)
+
+// RunLogScale measures whether appends and reads stay flat as the log
+// grows (issue #40 goal 7): on one store, at each of sizes events in the
+// log (default 0, 1 million and 10 million), it times single-event appends
+// from one writer, then appends a window of 100,000 events (in batches of
+// 100, over 100 categories) and times a catch-up of $all through that
+// window and a read of one category's 1,000 events in it, both starting at
+// the window. (The probes and windows of the sizes before add to the log:
+// 102,000 events a size.) It fills the log between sizes in batches from 4 writers
+// and logs a table of the rates at each size and their ratio to the first
+// size's. Opt-in: it takes long.
+//
+//	VARVE_LOG_SCALE=1 go test -run TestLogScale -v -timeout 2h ./backend/sqlite/
+func RunLogScale(t *testing.T, f Factory, sizes ...int) {
+	if os.Getenv(LogScaleEnv) == "" {
+		t.Skipf("the log scale test is opt-in: set %s=1 (and %s=0,1000000,... for other sizes)", LogScaleEnv, LogScaleSizesEnv)
+	}
+	sizes = scaleSizes(t, LogScaleSizesEnv, sizes)
+	s := store(t, f)
+	ctx := t.Context()
+	name := s.Features().Name
+	type row struct {
+		size                         int
+		appendRate, allRate, catRate float64
+		appendP99                    time.Duration
+		loadRate                     float64
+	}
+	var rows []row
+	loaded := 0
+	for _, size := range sizes {
+		start := time.Now()
+		if err := logFill(ctx, s, loaded, size, "load", func(n int) {
+			t.Logf("%s: %d events loaded in %v", name, n, time.Since(start).Round(time.Second))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r := row{size: size}
+		if size > loaded {
+			r.loadRate = float64(size-loaded) / time.Since(start).Seconds()
+		}
+		runtime.GC()
+		var err error
+		stream := "probe-" + strconv.Itoa(size)
+		if r.appendRate, r.appendP99, err = dcbTime(logScaleAppends, func(int) error {
+			_, err := s.Append(ctx, stream, varve.Any, varve.NewEvent("Probed", workload.Payload))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The window: its first event's position is where both reads start.
+		from, err := s.LastPosition(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := logFill(ctx, s, 0, logScaleWindow, "window"+strconv.Itoa(size), func(int) {}); err != nil {
+			t.Fatal(err)
+		}
+		last, err := s.LastPosition(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WaitFor(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		n, took, err := logRead(ctx, s, from, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < logScaleWindow {
+			t.Fatalf("$all from %v through %v: %d events, want at least %d", from, last, n, logScaleWindow)
+		}
+		r.allRate = float64(n) / took.Seconds()
+		cat := varve.Filter{Categories: []string{"c7"}}
+		n, took, err = logRead(ctx, s, from, last, cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := logScaleWindow / logScaleCategories; n != want {
+			t.Fatalf("category c7 from %v: %d events, want %d", from, n, want)
+		}
+		r.catRate = float64(n) / took.Seconds()
+		t.Logf("%s at %d events: appends %.0f/s p99 %v, $all %.0f events/s, a category %.0f events/s",
+			name, size, r.appendRate, workload.Round(r.appendP99), r.allRate, r.catRate)
+		rows = append(rows, r)
+		loaded = size
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "EVENTS\tAPPENDS/S\tP99\tRATIO\t$ALL EVENTS/S\tRATIO\tCATEGORY EVENTS/S\tRATIO\tLOADED/S\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%.0f\t%v\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t\n", r.size,
+			r.appendRate, workload.Round(r.appendP99), r.appendRate/rows[0].appendRate,
+			r.allRate, r.allRate/rows[0].allRate, r.catRate, r.catRate/rows[0].catRate, r.loadRate)
+	}
+	_ = tw.Flush()
+	t.Logf("The log at scale on %s: single appends (1 writer), a catch-up of $all through %d events and a read of one category's %d events among them, as the log grows (RATIO: against the first size):\n%s",
+		name, logScaleWindow, logScaleWindow/logScaleCategories, sb.String())
+}
+
+// scaleSizes returns the sizes of env, else sizes, else 0, 1 and 10
+// million, in order.
+func scaleSizes(t *testing.T, env string, sizes []int) []int {
+	if v := os.Getenv(env); v != "" {
+		sizes = nil
+		for _, part := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || n < 0 {
+				t.Fatalf("%s=%q: want event counts", env, v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	if len(sizes) == 0 {
+		sizes = []int{0, 1_000_000, 10_000_000}
+	}
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i] < sizes[i-1] {
+			t.Fatalf("sizes %v: want them in order", sizes)
+		}
+	}
+	return sizes
+}
+
+// logFill appends events until the count from from reaches to, in batches
+// of logScaleBatch from logScaleLoaders writers, each batch to a stream of
+// the next of logScaleCategories categories: a window of 100,000 events
+// holds 10 batches of each category.
+func logFill(ctx context.Context, s *varve.Store, from, to int, tag string, progress func(int)) error {
+	var mu sync.Mutex
+	next, done := from, from
+	lastLog := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, logScaleLoaders)
+	for w := range logScaleLoaders {
+		wg.Go(func() {
+			evs := make([]varve.Event, logScaleBatch)
+			for {
+				mu.Lock()
+				at := next
+				n := min(logScaleBatch, to-at)
+				next += max(n, 0)
+				mu.Unlock()
+				if n <= 0 {
+					return
+				}
+				for i := range n {
+					evs[i] = varve.NewEvent("Loaded", workload.Payload)
+				}
+				// Each batch is a stream of the next category in turn.
+				stream := "c" + strconv.Itoa((at/logScaleBatch)%logScaleCategories) + "-" + tag + "-" + strconv.Itoa(w)
+				if _, err := s.Append(ctx, stream, varve.Any, evs[:n]...); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				done += n
+				if time.Since(lastLog) > 30*time.Second {
+					lastLog = time.Now()
+					progress(done)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// logRead reads $all after from through last, in pages, at least three
+// times and for at least a second, and returns the events of a read and
+// the median time of one.
+func logRead(ctx context.Context, s *varve.Store, from, last varve.Position, opts ...varve.AllOption) (int, time.Duration, error) {
+	var took []time.Duration
+	n := 0
+	for start := time.Now(); len(took) < 3 || time.Since(start) < time.Second && len(took) < 1000; {
+		var d time.Duration
+		var err error
+		if n, d, err = logReadOnce(ctx, s, from, last, opts...); err != nil {
+			return n, 0, err
+		}
+		took = append(took, d)
+	}
+	slices.Sort(took)
+	return n, took[len(took)/2], nil
+}
+
+func logReadOnce(ctx context.Context, s *varve.Store, from, last varve.Position, opts ...varve.AllOption) (int, time.Duration, error) {
+	start := time.Now()
+	n := 0
+	buf := make([]varve.RecordedEvent, 0, logScalePage)
+	after := from
+	for {
+		page, err := s.ReadAllPage(ctx, after, buf[:0], append(opts, varve.PageSize(logScalePage))...)
+		if err != nil {
+			return n, 0, err
+		}
+		buf = page.Events
+		for _, e := range page.Events {
+			if last.Less(e.Position) {
+				return n, time.Since(start), nil
+			}
+			n++
+		}
+		if !page.Full || !page.Through.Less(last) {
+			return n, time.Since(start), nil
+		}
+		after = page.Through
+	}
+}
