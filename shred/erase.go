@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,11 +47,27 @@ type Report struct {
 	StreamsTruncated bool     `json:"streams_truncated,omitempty"`
 	// Snapshots of those streams sealed with the key.
 	Snapshots int `json:"snapshots"`
+	// Parked records of consumers (streams ParkedStreamPrefix+name) that
+	// name one of those events or hold it sealed with the key.
+	Parked int `json:"parked"`
+	// CountError says why counting failed, when it did: the key is erased
+	// all the same, and the counts are not kept.
+	CountError string `json:"count_error,omitempty"`
 	// Through is the position the scan read through.
 	Through varve.Position `json:"through"`
 	// Position is where the report was recorded in ErasureStream's log.
 	Position varve.Position `json:"-"`
+	// ReadModels are the read models that removed the subject's rows
+	// since, as Reports finds them (not recorded with the report).
+	ReadModels []ReadModelErasure `json:"read_models,omitempty"`
 }
+
+// ParkedStreamPrefix begins the streams of consumers' parked records
+// (package delivery's, which projections share).
+const ParkedStreamPrefix = varve.SystemPrefix + "parked-"
+
+// parkedType is the type of a parked record.
+const parkedType = "varve.parked"
 
 // ReadModelErasure is what a read model removed of an erased subject (a
 // ReadModelErasedType event).
@@ -99,9 +117,10 @@ func (s *Shredder) Erase(ctx context.Context, store *varve.Store, subject string
 		return Report{}, fmt.Errorf("shred: erase %q: erased by another call: %w", subject, ErrNothingToErase)
 	}
 	r := Report{Subject: subject, Key: w.ID, Master: w.Master, At: time.Now().UTC()}
+	var countErr error
 	if opts.Count {
-		if err := s.count(ctx, store, &r); err != nil {
-			return r, fmt.Errorf("shred: erase %q: the key is erased; counting its events failed: %w", subject, err)
+		if countErr = s.count(ctx, store, &r); countErr != nil {
+			r = Report{Subject: subject, Key: w.ID, Master: w.Master, At: r.At, CountError: countErr.Error()}
 		}
 	}
 	data, _ := json.Marshal(r)
@@ -110,19 +129,34 @@ func (s *Shredder) Erase(ctx context.Context, store *varve.Store, subject string
 		return r, fmt.Errorf("shred: erase %q: the key is erased; recording the report failed: %w", subject, err)
 	}
 	r.Position = res.Position
+	if countErr != nil {
+		return r, fmt.Errorf("shred: erase %q: the key is erased and the report recorded; counting its events failed: %w", subject, countErr)
+	}
 	return r, nil
 }
 
 // count scans the log for the events the key sealed.
 func (s *Shredder) count(ctx context.Context, store *varve.Store, r *Report) error {
 	streams := map[string]bool{}
+	// The positions of the key's events, for the parked records that name
+	// them (which come after them in the log).
+	sealed := map[varve.Position]bool{}
 	for e, err := range store.ReadAll(ctx, varve.Start, varve.Sealed()) {
 		if err != nil {
 			return err
 		}
 		r.Through = e.Position
+		if e.Type == parkedType && strings.HasPrefix(e.Stream, ParkedStreamPrefix) {
+			if parkedNames(e.Data, r.Key, sealed) {
+				r.Parked++
+			}
+			continue
+		}
 		if !sealedBy(e.Data, r.Key) {
 			continue
+		}
+		if len(sealed) < maxCountedPositions {
+			sealed[e.Position] = true
 		}
 		r.Events++
 		if !streams[e.Stream] {
@@ -148,6 +182,25 @@ func (s *Shredder) count(ctx context.Context, store *varve.Store, r *Report) err
 		}
 	}
 	return nil
+}
+
+// maxCountedPositions bounds the positions a count keeps for matching
+// parked records: 16 bytes and a map entry each.
+const maxCountedPositions = 1 << 20
+
+// parkedNames reports whether a parked record names an event of positions
+// or holds an event sealed with key.
+func parkedNames(data []byte, key uuid.UUID, positions map[varve.Position]bool) bool {
+	var p struct {
+		Position varve.Position `json:"position"`
+		Event    *struct {
+			Data []byte `json:"data"`
+		} `json:"event"`
+	}
+	if json.Unmarshal(data, &p) != nil {
+		return false
+	}
+	return positions[p.Position] || p.Event != nil && sealedBy(p.Event.Data, key)
 }
 
 // sealedBy reports whether data is sealed, as a whole or in fields, by key.
@@ -205,7 +258,9 @@ type RotateReport struct {
 	// Rewrapped keys are now wrapped by the current master key; Current
 	// were already; Raced changed under the rotation (erased or rotated by
 	// another call) and were left alone.
-	Rewrapped, Current, Raced int
+	Rewrapped int `json:"rewrapped"`
+	Current   int `json:"current"`
+	Raced     int `json:"raced"`
 }
 
 // Rotate wraps every key of the store that an older master key wrapped
@@ -258,4 +313,40 @@ func (s *Shredder) Rotate(ctx context.Context) (RotateReport, error) {
 			return r, nil
 		}
 	}
+}
+
+// Reports returns the erasure reports of ErasureStream, newest first, at
+// most limit of them (limit <= 0: all), those of subject only when it is
+// not "", each with the read-model erasures recorded for its key since.
+func Reports(ctx context.Context, store *varve.Store, subject string, limit int) ([]Report, error) {
+	var out []Report
+	readModels := map[uuid.UUID][]ReadModelErasure{}
+	for e, err := range store.ReadStream(ctx, ErasureStream, varve.ReadBackward()) {
+		if errors.Is(err, varve.ErrStreamNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("shred: read the erasure reports: %w", err)
+		}
+		if rm, ok := ParseReadModelErasure(e); ok {
+			if subject == "" || rm.Subject == subject {
+				readModels[rm.Key] = append(readModels[rm.Key], rm)
+			}
+			continue
+		}
+		r, ok := ParseErasure(e)
+		if !ok || subject != "" && r.Subject != subject {
+			continue
+		}
+		// Read backward, a report's read-model erasures came first.
+		rms := readModels[r.Key]
+		delete(readModels, r.Key)
+		slices.Reverse(rms)
+		r.ReadModels = rms
+		out = append(out, r)
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, nil
 }
