@@ -256,7 +256,7 @@ func TestHelpGroups(t *testing.T) {
 		}
 		return s
 	}
-	for _, c := range []string{"serve", "streams", "subs", "all", "parked"} {
+	for _, c := range []string{"serve", "streams", "subs", "all", "parked", "erase", "erasures", "keys"} {
 		if !strings.Contains(section(ops), "\n  "+c+" ") {
 			t.Errorf("%s is not among the operator commands:\n%s", c, section(ops))
 		}
