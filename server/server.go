@@ -242,6 +242,8 @@ func (s *Server) routes() {
 	api("GET /api/v1/retention", read, false, s.getRetention)
 	api("PUT /api/v1/retention", write, false, s.putRetention)
 	api("DELETE /api/v1/retention", write, false, s.deleteRetention)
+	api("GET /api/v1/erasures", read, false, s.listErasures)
+	api("POST /api/v1/erasures", write, false, s.erase)
 	api("GET /api/v1/reports", read, false, s.listReports)
 	api("GET /api/v1/reports/{name}", read, false, s.report)
 	s.mux.Handle("/api/", s.wrap(public, false, s.noRoute))
