@@ -276,9 +276,9 @@ function route() {
       (a.dataset.view === "subscriptions" && view === "subscription") || (a.dataset.view === "projections" && view === "projection"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
-  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", retention: "Retention", reports: "Reports"};
+  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", retention: "Retention", erasures: "Erasures", reports: "Reports"};
   document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
-  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, retention: retentionView, reports: reportsView};
+  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, retention: retentionView, erasures: erasuresView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
   fn(arg, q).catch((err) => {
@@ -1099,6 +1099,58 @@ async function retentionView() {
       el("thead", {}, el("tr", {}, el("th", {}, "Stream"), el("th", {class: "num"}, "Events below"), el("th", {class: "num"}, "Removed"))),
       el("tbody", {}, truncations)) : null,
     r && r.problems ? el("div", {class: "error", id: "retention-problems"}, r.problems.map((p) => el("div", {}, p))) : null);
+}
+
+// ---- erasures --------------------------------------------------------------------
+
+// countText is a report's count, or "-" when the erasure did not count.
+function countText(r, n) { return r.counted ? n.toLocaleString("en") : "-"; }
+
+async function erasuresView() {
+  const res = await api("erasures");
+  const flash = sessionStorage.getItem("varve-flash");
+  sessionStorage.removeItem("varve-flash");
+  const rows = res.erasures.map((r) => el("tr", {"data-subject": r.subject},
+    el("td", {}, when(r.at)),
+    el("td", {class: "mono"}, r.subject),
+    el("td", {class: "mono"}, r.key),
+    el("td", {class: "num"}, countText(r, r.events)),
+    el("td", {class: "num"}, countText(r, r.snapshots)),
+    el("td", {class: "num"}, countText(r, r.parked)),
+    el("td", {class: "num"}, (r.read_models || []).reduce((n, m) => n + m.rows, 0).toLocaleString("en")),
+    el("td", {}, r.count_error ? el("span", {class: "error"}, "not counted: " + r.count_error)
+      : (r.read_models || []).map((m) => el("div", {}, m.read_model + ": " + m.rows + " rows")))));
+  const out = el("div", {id: "erase-out"});
+  const subject = el("input", {type: "text", id: "erase-subject", size: 24, autocomplete: "off", spellcheck: "false", placeholder: "subject", "aria-label": "subject to erase"});
+  const count = el("input", {type: "checkbox", id: "erase-count"});
+  const start = (ev) => {
+    ev.preventDefault();
+    const name = subject.value.trim();
+    if (!name) { out.replaceChildren(fail(new Error("Give the subject to erase."))); return; }
+    typedConfirm(out, name, "Erase " + name + "? Its data key is destroyed: what it sealed reads as erased from now on, also in backups and replicas. It cannot be undone.", "Erase for good",
+      async () => {
+        try {
+          const r = await api("erasures", {method: "POST", body: {subject: name, count: count.checked}});
+          sessionStorage.setItem("varve-flash", "Erased " + r.subject + ": key " + r.key + " destroyed" +
+            (r.counted ? "; " + r.events + " events, " + r.snapshots + " snapshots and " + r.parked + " parked records were sealed with it." : "."));
+          route();
+        } catch (err) { out.replaceChildren(fail(err)); }
+      });
+  };
+  const canErase = info.writes && res.erase;
+  show(
+    el("h1", {}, "Erasures"),
+    flash ? el("div", {class: "notice", id: "flash"}, flash) : null,
+    el("p", {class: "muted"}, "Reports of package shred's erasures, newest first: the subject whose data key was destroyed, and what was sealed with it (- : the erasure did not count). Read models add the rows they removed as they do."),
+    el("table", {id: "erasures"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Erased"), el("th", {}, "Subject"), el("th", {}, "Key"), el("th", {class: "num"}, "Events"),
+        el("th", {class: "num"}, "Snapshots"), el("th", {class: "num"}, "Parked"), el("th", {class: "num"}, "Read-model rows"), el("th", {}, "Notes"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 8, class: "muted"}, "No erasures in this store.")))),
+    canErase ? el("details", {class: "form lifecycle", id: "erase-box"}, el("summary", {}, "Erase a subject"),
+      el("form", {class: "toolbar", id: "erase", onsubmit: start},
+        el("label", {}, "Subject ", subject), el("label", {}, count, " count what it sealed (reads the whole log)"),
+        el("button", {type: "submit", class: "danger", id: "erase-start"}, "Erase…")), out)
+      : el("p", {class: "muted", id: "erase-off"}, info.writes ? "The server has no master key: start it with VARVE_MASTER_KEY or VARVE_MASTER_KEY_FILE to erase here." : "Writes are disabled: this server cannot erase."));
 }
 
 // ---- reports ---------------------------------------------------------------------
