@@ -11,8 +11,7 @@
 //	GET  /api/v1/info                                backend, capabilities, writes, $all's last position
 //	GET  /api/v1/dashboard?since=                    the dashboard's samples (see Dashboard), newer than since
 //	GET  /api/v1/streams?prefix=&after=&limit=&system=   streams by prefix, in byte order, paged
-//	GET  /api/v1/streams/{id}                        one stream's info
-//	GET  /api/v1/streams/{id}/events?from=&direction=&limit=   a page of the stream, forward or backward
+//	GET  /api/v1/streams/{id}, /api/v1/streams/{id}/events?from=&direction=&limit=   a stream's info; a page of it
 //	POST /api/v1/streams/{id}/events                 append (writes enabled)
 //	POST /api/v1/streams/{id}/truncate               remove the events below {"before": N} (writes enabled)
 //	DELETE /api/v1/streams/{id}?expected_version=&tombstone=   delete, or tombstone for good (writes enabled)
@@ -30,6 +29,7 @@
 //	POST /api/v1/projections/{name}/pause|resume|rebuild|promote   control a projection (writes enabled)
 //	GET  /api/v1/retention                           retention policies and the scavenger's last pass (package retention)
 //	PUT  /api/v1/retention, DELETE /api/v1/retention?stream=|category=   set or remove a policy (writes enabled)
+//	GET  /api/v1/erasures?subject=&limit=, POST /api/v1/erasures   erasure reports; erase a subject (writes enabled, the store's Opener a shred.Shredder)
 //	GET  /api/v1/reports, /api/v1/reports/{name}     the lab's HTML reports of Config.Reports
 //
 // Stream ids and names in a path are path-escaped ("a%2Fb" for "a/b").
