@@ -172,12 +172,27 @@ func (s *Shredder) count(ctx context.Context, store *varve.Store, r *Report) err
 	if !store.Capabilities().Snapshots {
 		return nil
 	}
+	inCommits := store.Capabilities().SnapshotsInCommits
 	for st := range streams {
 		snap, ok, err := store.Snapshots().Load(ctx, st)
 		if err != nil {
 			return err
 		}
 		if ok && sealedBy(snap.Data, r.Key) {
+			r.Snapshots++
+		}
+		if !inCommits {
+			continue
+		}
+		// The snapshot in the stream's last commit, if it is another one.
+		last, found, _, err := store.Snapshots().Read(ctx, st)
+		if errors.Is(err, varve.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if found && !(ok && last.Version == snap.Version) && sealedBy(last.Data, r.Key) {
 			r.Snapshots++
 		}
 	}

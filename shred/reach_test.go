@@ -14,9 +14,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/aggregate"
+	natsbackend "github.com/varve-go/varve/backend/nats"
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
 	"github.com/varve-go/varve/delivery"
@@ -107,7 +111,8 @@ func reach(t *testing.T, s *varve.Store, sh *shred.Shredder, plain string, proj 
 	if _, err := repo.Execute(ctx, "1", func(a *aggregate.Aggregate[person]) error { return a.Raise(renamed{Name: plain + "-snapshot"}) }); err != nil {
 		t.Fatal(err)
 	}
-	if snap, ok, err := s.Snapshots().Load(ctx, repo.Stream("1")); err != nil || !ok || !shred.IsSealed(snap.Data) {
+	// The snapshot, in the bucket or (NATS) in the stream's last commit.
+	if snap, ok, _, err := s.Snapshots().Read(ctx, repo.Stream("1")); err != nil || !ok || !shred.IsSealed(snap.Data) {
 		t.Fatalf("the snapshot: %v %v", ok, err)
 	}
 	// A parked record: the sink refuses the event.
@@ -308,4 +313,95 @@ func randHex() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// TestErasureReachNATS: the same on an in-process nats-server whose store
+// directory the test owns, with writes synced as they are made
+// (SyncAlways). The projection keeps its rows in a key-value bucket of the
+// same server, as a NATS deployment would, and erases a subject's row with
+// the server's secure delete, which overwrites the message's bytes.
+func TestErasureReachNATS(t *testing.T) {
+	dir := t.TempDir()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
+		NoSigs: true, NoLog: true, SyncAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	shutdown := func() { ns.Shutdown(); ns.WaitForShutdown() }
+	t.Cleanup(shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b, err := natsbackend.New(ctx, natsbackend.Config{URL: ns.ClientURL(), Stream: "REACH"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, sh := open(t, b, shredConfig(t))
+	nc, err := natsgo.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bucket of history 1 made as nats.go makes one, but with message
+	// deletes allowed (which a bucket refuses by default, for good).
+	people, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KV_people", Subjects: []string{"$KV.people.>"},
+		MaxMsgsPerSubject: 1, AllowRollup: true, AllowDirect: true, Discard: jetstream.DiscardNew, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "people")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := "PLANTED-" + randHex()
+	key := reach(t, s, sh, plain, func(p projection.Projection) projection.Projection {
+		p.Handle = func(ctx context.Context, batch projection.Batch) error {
+			for _, e := range batch.Events {
+				var v struct{ Name string }
+				if e.Type != "Registered" || json.Unmarshal(e.Data, &v) != nil {
+					continue
+				}
+				if _, err := kv.Put(ctx, "people."+e.Stream, []byte(v.Name)); err != nil {
+					return err
+				}
+			}
+			for _, r := range batch.Erasures() {
+				entry, err := kv.Get(ctx, "people."+r.Subject)
+				if errors.Is(err, jetstream.ErrKeyNotFound) {
+					batch.Erased(r, 0)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if err := people.SecureDeleteMsg(ctx, entry.Revision()); err != nil {
+					return err
+				}
+				batch.Erased(r, 1)
+			}
+			return nil
+		}
+		return p
+	}, func() {
+		if h := scan(t, dir, []byte(plain)); len(h) == 0 {
+			t.Fatal("the projection's row is in no file: the scan cannot fail")
+		}
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	shutdown() // the server writes what it holds and closes its files
+	for what, p := range map[string][]byte{"plaintext": []byte(plain), "data key": key} {
+		if h := scan(t, dir, p); len(h) > 0 {
+			t.Errorf("the %s is in %v after the erasure", what, h)
+		}
+	}
 }
