@@ -241,6 +241,19 @@ func BenchmarkRead(b *testing.B) {
 		return out
 	}
 	const cols = `seq, stream, version, id, type, data, metadata, recorded_at`
+	// Short streams of 10 events, in varve and in the baseline table.
+	const shorts = 50
+	short := func(i int) string { return fmt.Sprintf("short-%d-%d", benchRun.Load(), i%shorts) }
+	benchRun.Add(1)
+	ten := benchEvents(10)
+	for i := range shorts {
+		freshIDs(ten)
+		if _, err := env.s.Append(ctx, short(i), varve.NoStream, ten...); err != nil {
+			b.Fatal(err)
+		}
+		base.stream, base.version = short(i), 0
+		base.append(b, env.pool, ten)
+	}
 
 	b.Run("all/page=512", func(b *testing.B) {
 		const page = 512
@@ -295,6 +308,74 @@ func BenchmarkRead(b *testing.B) {
 			}
 		}
 		p.report(b, page, 1)
+	})
+	// Point reads, issue 40: one prepared SELECT on the baseline table is
+	// the floor of each (a page of 10 rows; the last row of a stream; the
+	// last row of the table).
+	b.Run("point/stream=10", func(b *testing.B) {
+		sql := `SELECT ` + cols + ` FROM ` + env.tbl + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`
+		var p pair
+		buf := make([]varve.RecordedEvent, 0, 10)
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			i++
+			p.timeBase(func() {
+				if got := scan(sql, short(i), int64(1), 10); len(got) != 10 {
+					b.Fatalf("baseline read %d rows", len(got))
+				}
+			})
+			p.timeVarve(func() {
+				var err error
+				buf, err = env.b.ReadStream(ctx, varve.StreamQuery{Stream: short(i), From: 1, Limit: 10}, buf[:0])
+				if err != nil || len(buf) != 10 {
+					b.Fatalf("read %d events: %v", len(buf), err)
+				}
+			})
+		}
+		p.report(b, 10, 1)
+	})
+	b.Run("point/info", func(b *testing.B) {
+		sql := `SELECT version, seq, recorded_at FROM ` + env.tbl + ` WHERE stream = $1 ORDER BY version DESC LIMIT 1`
+		var p pair
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			i++
+			p.timeBase(func() {
+				var version, seq int64
+				var at time.Time
+				if err := env.pool.QueryRow(ctx, sql, short(i)).Scan(&version, &seq, &at); err != nil || version != 10 {
+					b.Fatalf("baseline version %d: %v", version, err)
+				}
+			})
+			p.timeVarve(func() {
+				info, err := env.b.StreamInfo(ctx, short(i))
+				if err != nil || info.Version != 10 {
+					b.Fatalf("version %d: %v", info.Version, err)
+				}
+			})
+		}
+		p.report(b, 1, 1)
+	})
+	b.Run("point/last-position", func(b *testing.B) {
+		sql := `SELECT seq FROM ` + env.tbl + ` ORDER BY seq DESC LIMIT 1`
+		var p pair
+		b.ReportAllocs()
+		for b.Loop() {
+			p.timeBase(func() {
+				var seq int64
+				if err := env.pool.QueryRow(ctx, sql).Scan(&seq); err != nil {
+					b.Fatal(err)
+				}
+			})
+			p.timeVarve(func() {
+				if _, err := env.b.LastPosition(ctx); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		p.report(b, 1, 1)
 	})
 }
 

@@ -25,7 +25,8 @@ func benchCmd() *cobra.Command {
 benchmarks of backend/backendtest) on each store in turn. Before and after a
 store's workloads it measures the store's raw write baseline (a bare mutex+slice
 for memory, a bare INSERT for SQLite and PostgreSQL, a raw JetStream publish for
-NATS) and prints the figures of every workload that writes also as a ratio to it.
+NATS) and prints the figures of every workload that writes also as a ratio to it
+(on PostgreSQL the 8-writer workloads to a bare INSERT from 8 connections at once).
 Rows: one per workload and store; the ratio is the throughput over the baseline's.
 
 Workloads: ` + strings.Join(workload.Names(), ", ") + `;

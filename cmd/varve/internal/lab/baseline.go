@@ -27,6 +27,7 @@ type baseline struct {
 	version string // of the server or engine, when known
 	newOp   func(worker int) workload.Op
 	close   func(ctx context.Context) error
+	workers int // 0 is 1
 }
 
 // openBaseline opens the baseline of the store that raw names. The op of
@@ -44,6 +45,17 @@ func openBaseline(ctx context.Context, raw string) (*baseline, error) {
 		return natsBaseline(ctx, raw)
 	}
 	return nil, fmt.Errorf("%s: %w", scheme, errNoBaseline)
+}
+
+// openConcurrentBaseline opens the store's baseline for workloads of
+// several writers, or returns nil if its scheme has none.
+func openConcurrentBaseline(ctx context.Context, raw string) (*baseline, error) {
+	scheme, _, _ := strings.Cut(raw, ":")
+	switch scheme {
+	case "postgres", "postgresql":
+		return postgresConcurrentBaseline(ctx, raw, 8)
+	}
+	return nil, nil
 }
 
 func memoryBaseline() *baseline {

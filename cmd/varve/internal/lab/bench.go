@@ -89,7 +89,10 @@ type BenchStore struct {
 	ServerVersion string         `json:"server_version"`
 	Features      varve.Features `json:"features"`
 	Baseline      *BenchBaseline `json:"baseline"`
-	Results       []BenchResult  `json:"results"`
+	// Concurrent is the baseline of the workloads with as many writers as
+	// it has (PostgreSQL: pgbench's 8 clients), nil for a store without.
+	Concurrent *BenchBaseline `json:"concurrent_baseline,omitempty"`
+	Results    []BenchResult  `json:"results"`
 	// Error says why the store's run ended early, if it did.
 	Error string `json:"error,omitempty"`
 }
@@ -97,9 +100,11 @@ type BenchStore struct {
 // BenchBaseline is a store's raw baseline, measured before and after its
 // workloads; ratios are to the mean of the runs.
 type BenchBaseline struct {
-	Name  string   `json:"name"`
-	About string   `json:"about"`
-	Runs  []Result `json:"runs"`
+	Name  string `json:"name"`
+	About string `json:"about"`
+	// Workers is the number of writers at once, 1 if 0.
+	Workers int      `json:"workers,omitempty"`
+	Runs    []Result `json:"runs"`
 	// EventsPerSec, P50 and P99 are the means over Runs.
 	EventsPerSec float64       `json:"events_per_sec"`
 	P50          time.Duration `json:"p50_ns"`
@@ -258,6 +263,22 @@ func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
 		r.baseline(ctx, bl, nil, "warm-up")
 		r.baseline(ctx, bl, st.Baseline, "before")
 	}
+	cbl, err := openConcurrentBaseline(ctx, r.url)
+	switch {
+	case err != nil:
+		st.Concurrent = &BenchBaseline{Error: Scrub(err.Error())}
+	case cbl != nil:
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := cbl.close(cctx); err != nil {
+				st.Error = join(st.Error, Scrub(err.Error()))
+			}
+		}()
+		st.Concurrent = &BenchBaseline{Name: cbl.name, About: cbl.about, Workers: cbl.workers}
+		r.baseline(ctx, cbl, nil, "warm-up")
+		r.baseline(ctx, cbl, st.Concurrent, "before")
+	}
 	for _, w := range r.ws {
 		if ctx.Err() != nil {
 			break
@@ -286,29 +307,52 @@ func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
 	if bl != nil && ctx.Err() == nil {
 		r.baseline(ctx, bl, st.Baseline, "after")
 	}
-	if b := st.Baseline; b != nil && len(b.Runs) > 0 {
-		lo, hi := math.Inf(1), 0.0
-		for _, run := range b.Runs {
-			lo, hi = min(lo, run.EventsPerSec), max(hi, run.EventsPerSec)
-			b.EventsPerSec += run.EventsPerSec / float64(len(b.Runs))
-			b.P50 += run.Latency.P50 / time.Duration(len(b.Runs))
-			b.P99 += run.Latency.P99 / time.Duration(len(b.Runs))
+	if cbl != nil && ctx.Err() == nil {
+		r.baseline(ctx, cbl, st.Concurrent, "after")
+	}
+	means(st.Baseline)
+	means(st.Concurrent)
+	for i := range st.Results {
+		res := &st.Results[i]
+		b := st.Baseline
+		if c := st.Concurrent; c != nil && c.Workers > 1 && c.Workers == workersOf(r.ws, res.Workload) && c.EventsPerSec > 0 {
+			b = c
 		}
-		if lo > 0 {
-			b.Spread = hi / lo
+		if b == nil || res.Ops == 0 || b.EventsPerSec == 0 || !Writes(res.Workload) {
+			continue
 		}
-		for i := range st.Results {
-			res := &st.Results[i]
-			if res.Ops == 0 || b.EventsPerSec == 0 || !Writes(res.Workload) {
-				continue
-			}
-			res.VsBaseline = &BenchRatios{
-				Throughput: res.Rate(unitOf(r.ws, res.Workload)) / b.EventsPerSec,
-				P50:        ratio(res.Latency.P50, b.P50),
-				P99:        ratio(res.Latency.P99, b.P99),
-			}
+		res.VsBaseline = &BenchRatios{
+			Throughput: res.Rate(unitOf(r.ws, res.Workload)) / b.EventsPerSec,
+			P50:        ratio(res.Latency.P50, b.P50),
+			P99:        ratio(res.Latency.P99, b.P99),
 		}
 	}
+}
+
+// means sets b's means and spread from its runs.
+func means(b *BenchBaseline) {
+	if b == nil || len(b.Runs) == 0 {
+		return
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, run := range b.Runs {
+		lo, hi = min(lo, run.EventsPerSec), max(hi, run.EventsPerSec)
+		b.EventsPerSec += run.EventsPerSec / float64(len(b.Runs))
+		b.P50 += run.Latency.P50 / time.Duration(len(b.Runs))
+		b.P99 += run.Latency.P99 / time.Duration(len(b.Runs))
+	}
+	if lo > 0 {
+		b.Spread = hi / lo
+	}
+}
+
+func workersOf(ws []workload.Workload, name string) int {
+	for _, w := range ws {
+		if w.Name == name {
+			return w.Workers
+		}
+	}
+	return 1
 }
 
 // baseline measures bl and adds the run to b; with b nil it is a warm-up
@@ -321,7 +365,7 @@ func (r *benchRun) baseline(ctx context.Context, bl *baseline, b *BenchBaseline,
 	}
 	live := new(Live)
 	r.prog.begin(r.label, "baseline", when, live, units, workload.Events)
-	res, err := Measure(ctx, 1, bl.newOp, Limits{Ops: units, Duration: d}, live)
+	res, err := Measure(ctx, max(bl.workers, 1), bl.newOp, Limits{Ops: units, Duration: d}, live)
 	if b == nil {
 		r.prog.end(summary(res, workload.Events))
 		return

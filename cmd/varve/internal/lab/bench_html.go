@@ -62,26 +62,27 @@ func WriteBenchHTML(w io.Writer, rep *BenchReport) error {
 
 	data.Baselines = table{Title: "Baselines", Head: []string{"store", "baseline", "events/s", "p50", "p99", "runs (events/s)", "version"}}
 	for _, st := range rep.Stores {
-		bl := st.Baseline
-		if bl == nil {
-			continue
+		for _, bl := range []*BenchBaseline{st.Baseline, st.Concurrent} {
+			if bl == nil {
+				continue
+			}
+			if len(bl.Runs) == 0 {
+				data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.Name, ""}, {"none", ""}, {}, {}, {}, {}, {st.ServerVersion, ""}})
+				data.About = append(data.About, about{st.Name, "no baseline", bl.Error})
+				continue
+			}
+			data.About = append(data.About, about{st.Name, bl.Name, bl.About})
+			var runs []string
+			for _, r := range bl.Runs {
+				runs = append(runs, GroupDigits(r.EventsPerSec))
+			}
+			if bl.Spread > unsteady {
+				data.Unsteady = append(data.Unsteady, fmt.Sprintf("The baseline runs of %s (%s) differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better.",
+					st.Name, bl.Name, fmtRatio(bl.Spread)))
+			}
+			data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.Name, ""}, {bl.Name, ""}, {GroupDigits(bl.EventsPerSec), "n"},
+				{fmtDur(bl.P50), "n"}, {fmtDur(bl.P99), "n"}, {strings.Join(runs, " / "), "n"}, {st.ServerVersion, ""}})
 		}
-		if len(bl.Runs) == 0 {
-			data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.Name, ""}, {"none", ""}, {}, {}, {}, {}, {st.ServerVersion, ""}})
-			data.About = append(data.About, about{st.Name, "no baseline", bl.Error})
-			continue
-		}
-		data.About = append(data.About, about{st.Name, bl.Name, bl.About})
-		var runs []string
-		for _, r := range bl.Runs {
-			runs = append(runs, GroupDigits(r.EventsPerSec))
-		}
-		if bl.Spread > unsteady {
-			data.Unsteady = append(data.Unsteady, fmt.Sprintf("The baseline runs of %s differ %s: the machine was busy, so its throughput ratios are rough; p50 ratios hold up better.",
-				st.Name, fmtRatio(bl.Spread)))
-		}
-		data.Baselines.Rows = append(data.Baselines.Rows, []cell{{st.Name, ""}, {bl.Name, ""}, {GroupDigits(bl.EventsPerSec), "n"},
-			{fmtDur(bl.P50), "n"}, {fmtDur(bl.P99), "n"}, {strings.Join(runs, " / "), "n"}, {st.ServerVersion, ""}})
 	}
 	for _, wl := range rep.Workloads {
 		u := string(wl.Unit)

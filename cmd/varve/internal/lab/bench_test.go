@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,5 +308,35 @@ func TestTimelineChart(t *testing.T) {
 	checkSelfContained(t, page.String())
 	if !strings.Contains(page.String(), "Latency over time") {
 		t.Fatal("report lacks the latency-over-time section")
+	}
+}
+
+// TestConcurrentBaseline: on PostgreSQL the workloads of 8 writers get
+// their ratio from the 8-connection baseline, the others from the
+// one-writer baseline; other stores have no concurrent baseline.
+func TestConcurrentBaseline(t *testing.T) {
+	names := []string{"append-single", "concurrent-8"}
+	rep, err := Bench(t.Context(), BenchConfig{
+		Stores: targets(t, testenv.PostgresURL(t), "memory:"), Workloads: names, Events: 80, Progress: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, mem := rep.Stores[0], rep.Stores[1]
+	if mem.Concurrent != nil {
+		t.Fatalf("memory has a concurrent baseline: %+v", mem.Concurrent)
+	}
+	c, b := pg.Concurrent, pg.Baseline
+	if c == nil || c.Workers != 8 || len(c.Runs) != 2 || c.EventsPerSec <= 0 || b == nil || b.EventsPerSec <= 0 {
+		t.Fatalf("postgres baselines: %+v, concurrent %+v", b, c)
+	}
+	for _, r := range pg.Results {
+		want := b.EventsPerSec
+		if r.Workload == "concurrent-8" {
+			want = c.EventsPerSec
+		}
+		if r.Error != "" || r.VsBaseline == nil || math.Abs(r.VsBaseline.Throughput*want-r.Rate(workload.Events)) > 1e-6*r.Rate(workload.Events) {
+			t.Fatalf("%s: error %q, ratio %+v, want its rate %g over %g", r.Workload, r.Error, r.VsBaseline, r.Rate(workload.Events), want)
+		}
 	}
 }

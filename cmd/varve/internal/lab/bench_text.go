@@ -46,6 +46,18 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 			}
 			bt.add(st.Name, bl.Name, GroupDigits(bl.EventsPerSec), fmtDur(bl.P50), fmtDur(bl.P99), strings.Join(runs, " / "), st.ServerVersion)
 		}
+		if c := st.Concurrent; c != nil {
+			if len(c.Runs) == 0 {
+				bt.add(st.Name, "none: "+c.Error, "", "", "", "", st.ServerVersion)
+				continue
+			}
+			var runs []string
+			for _, r := range c.Runs {
+				runs = append(runs, GroupDigits(r.EventsPerSec))
+			}
+			bt.add(st.Name, c.Name+" (the \"vs base\" of workloads of "+strconv.Itoa(c.Workers)+" writers)", GroupDigits(c.EventsPerSec),
+				fmtDur(c.P50), fmtDur(c.P99), strings.Join(runs, " / "), st.ServerVersion)
+		}
 	}
 	bt.write(&b)
 	for _, st := range rep.Stores {
