@@ -131,6 +131,8 @@ func TestSignature(t *testing.T) {
 	defer srv.Close()
 	w := newWebhook(t, srv.URL, webhook.Config{Header: http.Header{"X-Tenant": {"acme"}}})
 	d := testDelivery()
+	d.Attempt, d.Event.Position = 3, varve.Position{Commit: 7, Seq: 42}
+	d.Key = delivery.Key(d.Subscription, d.Event.Position)
 	if err := w.Deliver(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +140,9 @@ func TestSignature(t *testing.T) {
 	if err := webhook.Verify(secret, req.header, req.body, time.Minute); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	if req.header.Get("Idempotency-Key") != "hooks:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" ||
-		req.header.Get("Varve-Position") != "42" {
+	if req.header.Get("Idempotency-Key") != "hooks:7:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" ||
+		req.header.Get("Varve-Position") != "7:42" || req.header.Get("Varve-Attempt") != "3" || req.header.Get("Webhook-Id") != "hooks:7:42" ||
+		req.header.Get("User-Agent") != "varve-delivery" {
 		t.Fatalf("headers %v", req.header)
 	}
 	var p delivery.Payload
@@ -147,7 +150,7 @@ func TestSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Stream != "order-1" || p.Version != 3 || p.Position != d.Event.Position || string(p.Data) != `{"amount":40}` ||
-		string(p.MetadataBase64) != "\xff\x00" || p.IdempotencyKey != "hooks:42" || p.ID != d.Event.ID {
+		string(p.MetadataBase64) != "\xff\x00" || p.IdempotencyKey != "hooks:7:42" || p.ID != d.Event.ID {
 		t.Fatalf("payload %+v", p)
 	}
 
