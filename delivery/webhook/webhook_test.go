@@ -2,12 +2,14 @@ package webhook_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,6 +299,37 @@ func TestContextHeaders(t *testing.T) {
 	} {
 		if v := h.Values(k); len(v) != 1 || v[0] != want {
 			t.Errorf("header %s: %q, want %q", k, v, want)
+		}
+	}
+}
+
+// TestBasicAuth: the user and password of the URL go as basic auth, both
+// through the sink's own client and through one of the caller's; an
+// Authorization header of Config.Header wins.
+func TestBasicAuth(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+	}))
+	defer srv.Close()
+	withUser := strings.Replace(srv.URL, "http://", "http://ann:pw@", 1)
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("ann:pw"))
+	for _, tc := range []struct {
+		name string
+		cfg  webhook.Config
+		want string
+	}{
+		{"own client", webhook.Config{}, basic},
+		{"caller's client", webhook.Config{Client: &http.Client{}}, basic},
+		{"header wins", webhook.Config{Header: http.Header{"Authorization": {"Bearer t"}}}, "Bearer t"},
+	} {
+		w := newWebhook(t, withUser, tc.cfg)
+		if err := w.Deliver(context.Background(), testDelivery()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if a := <-got; a != tc.want {
+			t.Errorf("%s: Authorization %q, want %q", tc.name, a, tc.want)
 		}
 	}
 }
