@@ -66,6 +66,8 @@ type Dispatcher struct {
 	// store keeps the source's events; it opens each sealed event at each
 	// attempt to send it. Nil for a source without a store.
 	store *varve.Store
+	// opens: the store has an Opener, so each attempt opens its event.
+	opens bool
 
 	started atomic.Bool
 	stopped chan struct{}
@@ -115,6 +117,7 @@ func NewFromSource(src Source, sink Sink, cfg Config) (*Dispatcher, error) {
 		}
 		d.parked = NewParked(store, src.Name())
 	}
+	d.opens = store != nil && store.Config().Opener != nil
 	d.log = d.log.With("subscription", src.Name())
 	d.checkpoint = src.Position()
 	d.saved, d.savedAt = d.checkpoint, time.Now()

@@ -68,7 +68,7 @@ func AppendPayload(b []byte, d Delivery) []byte {
 	b = append(b, `,"subscription":`...)
 	b = appendJSONString(b, d.Subscription)
 	b = append(b, `,"id":"`...)
-	b = append(b, e.ID.String()...)
+	b = appendUUID(b, e.ID)
 	b = append(b, `","stream":`...)
 	b = appendJSONString(b, e.Stream)
 	b = append(b, `,"version":`...)
@@ -117,6 +117,17 @@ func appendCompact(b, raw []byte) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// appendUUID appends what id.String returns, without allocating.
+func appendUUID(b []byte, id uuid.UUID) []byte {
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return b
+}
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json
 // escapes it: quotes, backslashes, control characters, <, > and &, U+2028

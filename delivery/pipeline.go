@@ -80,7 +80,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j job) (r result) {
 		return r
 	}
 	ev := it.ev
-	if d.store != nil {
+	if d.opens {
 		// Opened at each attempt: a retry after an erasure sends the
 		// erased marker, never the plaintext.
 		evs := [1]varve.RecordedEvent{ev}

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/varve-go/varve"
@@ -75,6 +76,7 @@ type Sink struct {
 	client    *http.Client
 	transport *http.Transport // ours, to close
 	now       func() time.Time
+	signers   sync.Pool // of *signer
 }
 
 // New returns a webhook sink.
@@ -92,6 +94,7 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("webhook %s: %w: negative timeout or concurrency", ep.shown, varve.ErrInvalidArgument)
 	}
 	w := &Sink{ep: ep, key: key, timeout: cfg.Timeout, header: cfg.Header, client: cfg.Client, now: time.Now}
+	w.signers.New = w.newSigner
 	if w.timeout == 0 {
 		w.timeout = DefaultTimeout
 	}
@@ -161,24 +164,17 @@ func (w *Sink) Deliver(ctx context.Context, d delivery.Delivery) error {
 	if err != nil {
 		return delivery.Permanent(fmt.Errorf("webhook: %w", w.ep.requestError(err)))
 	}
+	extra := delivery.HeadersFrom(ctx)
+	h := make(http.Header, len(w.header)+len(extra)+len(ownHeaders)+1)
+	req.Header = h
 	for k, vs := range w.header {
-		req.Header[k] = vs
+		h[k] = vs
 	}
-	for k, v := range delivery.HeadersFrom(ctx) {
-		req.Header.Set(k, v)
+	for k, v := range extra {
+		h.Set(k, v)
 	}
-	ts := strconv.FormatInt(w.now().Unix(), 10)
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "varve-delivery")
-	h.Set(delivery.HeaderIdempotencyKey, d.Key)
-	h.Set(HeaderID, d.Key)
-	h.Set(HeaderTimestamp, ts)
-	h.Set(HeaderSignature, sign(w.key, d.Key, ts, body))
-	h.Set(delivery.HeaderAttempt, strconv.Itoa(d.Attempt))
-	h.Set(delivery.HeaderPosition, d.Event.Position.String())
-
-	resp, err := w.client.Do(req)
+	w.setHeaders(h, d, body)
+	resp, err := w.send(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("webhook %s: %w", w.ep.shown, ctx.Err())

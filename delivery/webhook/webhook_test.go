@@ -2,12 +2,14 @@ package webhook_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,6 +133,8 @@ func TestSignature(t *testing.T) {
 	defer srv.Close()
 	w := newWebhook(t, srv.URL, webhook.Config{Header: http.Header{"X-Tenant": {"acme"}}})
 	d := testDelivery()
+	d.Attempt, d.Event.Position = 3, varve.Position{Commit: 7, Seq: 42}
+	d.Key = delivery.Key(d.Subscription, d.Event.Position)
 	if err := w.Deliver(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +142,9 @@ func TestSignature(t *testing.T) {
 	if err := webhook.Verify(secret, req.header, req.body, time.Minute); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	if req.header.Get("Idempotency-Key") != "hooks:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" ||
-		req.header.Get("Varve-Position") != "42" {
+	if req.header.Get("Idempotency-Key") != "hooks:7:42" || req.header.Get("X-Tenant") != "acme" || req.header.Get("Content-Type") != "application/json" ||
+		req.header.Get("Varve-Position") != "7:42" || req.header.Get("Varve-Attempt") != "3" || req.header.Get("Webhook-Id") != "hooks:7:42" ||
+		req.header.Get("User-Agent") != "varve-delivery" {
 		t.Fatalf("headers %v", req.header)
 	}
 	var p delivery.Payload
@@ -147,7 +152,7 @@ func TestSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Stream != "order-1" || p.Version != 3 || p.Position != d.Event.Position || string(p.Data) != `{"amount":40}` ||
-		string(p.MetadataBase64) != "\xff\x00" || p.IdempotencyKey != "hooks:42" || p.ID != d.Event.ID {
+		string(p.MetadataBase64) != "\xff\x00" || p.IdempotencyKey != "hooks:7:42" || p.ID != d.Event.ID {
 		t.Fatalf("payload %+v", p)
 	}
 
@@ -294,6 +299,37 @@ func TestContextHeaders(t *testing.T) {
 	} {
 		if v := h.Values(k); len(v) != 1 || v[0] != want {
 			t.Errorf("header %s: %q, want %q", k, v, want)
+		}
+	}
+}
+
+// TestBasicAuth: the user and password of the URL go as basic auth, both
+// through the sink's own client and through one of the caller's; an
+// Authorization header of Config.Header wins.
+func TestBasicAuth(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+	}))
+	defer srv.Close()
+	withUser := strings.Replace(srv.URL, "http://", "http://ann:pw@", 1)
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("ann:pw"))
+	for _, tc := range []struct {
+		name string
+		cfg  webhook.Config
+		want string
+	}{
+		{"own client", webhook.Config{}, basic},
+		{"caller's client", webhook.Config{Client: &http.Client{}}, basic},
+		{"header wins", webhook.Config{Header: http.Header{"Authorization": {"Bearer t"}}}, "Bearer t"},
+	} {
+		w := newWebhook(t, withUser, tc.cfg)
+		if err := w.Deliver(context.Background(), testDelivery()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if a := <-got; a != tc.want {
+			t.Errorf("%s: Authorization %q, want %q", tc.name, a, tc.want)
 		}
 	}
 }
