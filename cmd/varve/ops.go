@@ -29,7 +29,7 @@ const (
 
 // operatorCommands are the commands that work on a store as it is.
 var operatorCommands = map[string]bool{"serve": true, "streams": true, "all": true, "subs": true, "parked": true, "cdc": true, "projections": true,
-	"init": true, "append": true, "retention": true, "erase": true, "erasures": true, "keys": true}
+	"init": true, "append": true, "retention": true, "erase": true, "erasures": true, "keys": true, "verify": true}
 
 // groupCommands sorts the root's commands into the lab's and the
 // operator's, for the help.

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestVerify: varve verify on a SQLite file finds no anomaly and says what
+// it did, in plain JSON; bad flags are usage errors.
+func TestVerify(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "verify.db")
+	if r := runIn(t, "init", "--store", url); r.code != exitOK {
+		t.Fatalf("init: exit %d\n%s", r.code, r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "verify.json")
+	r := runIn(t, "verify", "--store", url, "--duration", "300ms", "--writers", "2", "--seed", "5", "--json="+out)
+	doc, _ := r.doc.(map[string]any)
+	if r.code != exitOK || doc["seed"] != 5.0 || doc["anomaly_count"] != 0.0 || doc["acknowledged"] == 0.0 || doc["events"] == 0.0 {
+		t.Fatalf("verify: exit %d, %v\n%s", r.code, r.doc, r.stderr)
+	}
+	if r := runIn(t, "verify", "--store", url, "--writers", "0"); r.code != exitUsage {
+		t.Fatalf("verify --writers 0: exit %d, want usage", r.code)
+	}
+}

@@ -1,0 +1,427 @@
+// Package verify checks a store's promises from outside, over the public
+// API only, so that it runs against any deployment: writers append with
+// expected versions to overlapping streams (conflicts are the point) and
+// record each append's outcome as acknowledged, refused or unknown;
+// readers page through $all, and one through a category filter, as the
+// writers go. At the end the whole log is read once more and checked:
+//
+//   - every acknowledged event is in $all exactly once;
+//   - no refused event is in it; an event whose append had an unknown
+//     outcome is in it at most once;
+//   - $all's positions increase strictly, and each stream's versions are
+//     1, 2, 3, ... in $all's order, with the events of an append together;
+//   - every reader saw its filter's part of $all whole, in order, with
+//     nothing skipped or repeated.
+//
+// The run owns two categories named for its id, so other writers of the
+// same store are left out of every check. Faults are the caller's: a test
+// that kills servers, or an operator's own drill, while Run runs.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/varve-go/varve"
+)
+
+// Config is a run's shape.
+type Config struct {
+	// Writers append at once (default 4), each to Streams streams shared by
+	// all writers (default 8).
+	Writers, Streams int
+	// Duration the writers run (default 10 s); Appends, when not 0, stops
+	// each writer after that many appends instead.
+	Duration time.Duration
+	Appends  int
+	// Seed makes the writers' choices replayable (0: a random seed, which
+	// the Result names).
+	Seed uint64
+	// Run names the run's categories ("verify<Run>a", "verify<Run>b");
+	// default a random id.
+	Run string
+	// AppendTimeout bounds one append (default 10 s): past it, its outcome
+	// is unknown.
+	AppendTimeout time.Duration
+}
+
+// Outcome is what a writer learned of one append.
+type Outcome int
+
+// The outcomes of an append.
+const (
+	Acknowledged Outcome = iota // the store answered with its result
+	Refused                     // a typed refusal (wrong expected version)
+	Unknown                     // any other error: stored or not
+)
+
+// Append is one append as its writer recorded it.
+type Append struct {
+	Stream   string
+	Expected varve.ExpectedVersion
+	IDs      []uuid.UUID
+	Outcome  Outcome
+	// Position is the acknowledged append's last event's position.
+	Position varve.Position
+	Err      string
+}
+
+// Observation is what one reader saw: event ids in the order it read
+// them, with their positions.
+type Observation struct {
+	Reader    string
+	Filter    varve.Filter
+	IDs       []uuid.UUID
+	Positions []varve.Position
+}
+
+// History is everything a run recorded, for Check.
+type History struct {
+	Appends      []Append
+	Observations []Observation
+	// Log is the run's events of $all, read after the writers stopped.
+	Log []varve.RecordedEvent
+	// Category of a stream, as the store names it.
+	Category func(stream string) string
+}
+
+// Result is a run's figures and what Check found wrong.
+type Result struct {
+	Seed          uint64        `json:"seed"`
+	Run           string        `json:"run"`
+	Acknowledged  int           `json:"acknowledged"`
+	Refused       int           `json:"refused"`
+	Unknown       int           `json:"unknown"`
+	UnknownStored int           `json:"unknown_stored"` // unknown appends found in $all
+	Events        int           `json:"events"`         // of the run in $all at the end
+	ReaderEvents  int           `json:"reader_events"`  // events the readers saw, in all
+	Elapsed       time.Duration `json:"elapsed_ns"`
+	// From a writer's first failed append to its next acknowledged one:
+	// the first such span, and the longest.
+	FirstUnavailable   time.Duration `json:"first_unavailable_ns"`
+	LongestUnavailable time.Duration `json:"longest_unavailable_ns"`
+	Anomalies          []string      `json:"anomalies"` // the first 20
+	AnomalyCount       int           `json:"anomaly_count"`
+}
+
+// OK reports whether the run found nothing wrong.
+func (r Result) OK() bool { return r.AnomalyCount == 0 }
+
+const maxAnomalies = 20
+
+// Run runs the workload on s and checks it.
+func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
+	if cfg.Writers <= 0 {
+		cfg.Writers = 4
+	}
+	if cfg.Streams <= 0 {
+		cfg.Streams = 8
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if cfg.AppendTimeout <= 0 {
+		cfg.AppendTimeout = 10 * time.Second
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
+	if cfg.Run == "" {
+		cfg.Run = strconv.FormatUint(rand.Uint64()%1e9, 36)
+	}
+	start := time.Now()
+	cats := []string{"verify" + cfg.Run + "a", "verify" + cfg.Run + "b"}
+	sep := s.Config().CategorySeparator
+	streams := make([]string, cfg.Streams)
+	for i := range streams {
+		streams[i] = cats[i%2] + sep + strconv.Itoa(i)
+	}
+	filters := map[string]varve.Filter{"all": {Categories: cats}, "category": {Categories: cats[:1]}}
+
+	wctx, stopWriters := context.WithCancel(ctx)
+	defer stopWriters()
+	if cfg.Appends == 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(wctx, cfg.Duration)
+		defer cancel()
+	}
+	// Readers stop once they read through the end of the log, or a minute
+	// after the writers did.
+	rctx, stopReaders := context.WithCancel(ctx)
+	defer stopReaders()
+
+	var wg sync.WaitGroup
+	appends := make([][]Append, cfg.Writers)
+	gaps := make([][]time.Duration, cfg.Writers)
+	for w := range cfg.Writers {
+		wg.Go(func() { appends[w], gaps[w] = write(wctx, s, cfg, w, streams) })
+	}
+	var rg sync.WaitGroup
+	names := []string{"all", "category"}
+	obs := make([]Observation, len(names))
+	ends := make([]chan varve.Position, len(names))
+	for i, name := range names {
+		ends[i] = make(chan varve.Position, 1)
+		rg.Go(func() { obs[i] = read(rctx, s, name, filters[name], ends[i]) })
+	}
+	wg.Wait()
+	last, err := s.LastPosition(ctx)
+	if err == nil {
+		err = s.WaitFor(ctx, last)
+	}
+	for _, e := range ends {
+		e <- last
+	}
+	timer := time.AfterFunc(time.Minute, stopReaders)
+	rg.Wait()
+	timer.Stop()
+	if err != nil {
+		return Result{Seed: cfg.Seed, Run: cfg.Run}, fmt.Errorf("verify: the end of $all: %w", err)
+	}
+	logEvents, err := readLog(ctx, s, filters["all"], last)
+	if err != nil {
+		return Result{Seed: cfg.Seed, Run: cfg.Run}, err
+	}
+	h := History{Log: logEvents, Observations: obs, Category: s.Category}
+	for _, a := range appends {
+		h.Appends = append(h.Appends, a...)
+	}
+	res := Check(h)
+	res.Seed, res.Run, res.Elapsed = cfg.Seed, cfg.Run, time.Since(start)
+	for _, g := range gaps {
+		for _, d := range g {
+			if res.FirstUnavailable == 0 {
+				res.FirstUnavailable = d
+			}
+			res.LongestUnavailable = max(res.LongestUnavailable, d)
+		}
+	}
+	return res, nil
+}
+
+// payload is what each event carries, so that a reader can tell the run's
+// events by their data too.
+type payload struct {
+	Writer int `json:"w"`
+	N      int `json:"n"`
+}
+
+// write is one writer: appends of one or two events to a random stream at
+// the version it believes the stream is at. It returns its appends and
+// the spans without an acknowledged append after a failure.
+func write(ctx context.Context, s *varve.Store, cfg Config, w int, streams []string) ([]Append, []time.Duration) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+	known := map[string]varve.Version{}
+	var out []Append
+	var gaps []time.Duration
+	var failedAt time.Time
+	for n := 0; cfg.Appends == 0 || n < cfg.Appends; n++ {
+		if ctx.Err() != nil {
+			break
+		}
+		stream := streams[rng.IntN(len(streams))]
+		evs := make([]varve.Event, 1+rng.IntN(2))
+		a := Append{Stream: stream, Expected: varve.Exact(known[stream])}
+		for i := range evs {
+			data, _ := json.Marshal(payload{Writer: w, N: n})
+			evs[i] = varve.NewEvent("Verified", data)
+			a.IDs = append(a.IDs, evs[i].ID)
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.AppendTimeout)
+		res, err := s.Append(actx, stream, a.Expected, evs...)
+		cancel()
+		var wev *varve.WrongExpectedVersionError
+		switch {
+		case err == nil:
+			a.Outcome, a.Position = Acknowledged, res.Position
+			known[stream] = res.LastVersion
+			if !failedAt.IsZero() {
+				gaps = append(gaps, time.Since(failedAt))
+				failedAt = time.Time{}
+			}
+		case errors.As(err, &wev):
+			a.Outcome, a.Err = Refused, err.Error()
+			known[stream] = wev.Actual
+		default:
+			a.Outcome, a.Err = Unknown, err.Error()
+			if failedAt.IsZero() {
+				failedAt = time.Now()
+			}
+			// Learn the stream's version again before the next try.
+			if info, err := s.StreamInfo(ctx, stream); err == nil {
+				known[stream] = info.Version
+			} else if errors.Is(err, varve.ErrStreamNotFound) {
+				known[stream] = 0
+			}
+			if ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond) // a server away: no busy loop
+			}
+		}
+		out = append(out, a)
+	}
+	return out, gaps
+}
+
+// read is one reader: pages of $all through f from the start, as the log
+// grows, until it has read through the position end sends (after the
+// writers stopped) or ctx ends.
+func read(ctx context.Context, s *varve.Store, name string, f varve.Filter, end <-chan varve.Position) Observation {
+	o := Observation{Reader: name, Filter: f}
+	after := varve.Start
+	var buf []varve.RecordedEvent
+	var stopAt *varve.Position
+	for ctx.Err() == nil {
+		if stopAt == nil {
+			select {
+			case p := <-end:
+				stopAt = &p
+			default:
+			}
+		}
+		page, err := s.ReadAllPage(ctx, after, buf[:0], f, varve.PageSize(256))
+		if err != nil {
+			// A server away: try again, from where the reader is.
+			pause(ctx, 20*time.Millisecond)
+			continue
+		}
+		buf = page.Events
+		for _, e := range page.Events {
+			o.IDs = append(o.IDs, e.ID)
+			o.Positions = append(o.Positions, e.Position)
+		}
+		if after.Less(page.Through) {
+			after = page.Through
+		}
+		if page.Full {
+			continue
+		}
+		if stopAt != nil && !after.Less(*stopAt) {
+			return o
+		}
+		pause(ctx, 10*time.Millisecond)
+	}
+	return o
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// readLog reads the run's events of $all through last.
+func readLog(ctx context.Context, s *varve.Store, f varve.Filter, last varve.Position) ([]varve.RecordedEvent, error) {
+	var out []varve.RecordedEvent
+	for e, err := range s.ReadAll(ctx, varve.Start, f) {
+		if err != nil {
+			return nil, fmt.Errorf("verify: read $all: %w", err)
+		}
+		if last.Less(e.Position) {
+			break
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Check checks a history (see the package comment).
+func Check(h History) Result {
+	var r Result
+	bad := func(format string, args ...any) {
+		r.AnomalyCount++
+		if len(r.Anomalies) < maxAnomalies {
+			r.Anomalies = append(r.Anomalies, fmt.Sprintf(format, args...))
+		}
+	}
+	r.Events = len(h.Log)
+	at := map[uuid.UUID]int{} // id -> index in the log
+	versions := map[string]varve.Version{}
+	for i, e := range h.Log {
+		if i > 0 && !h.Log[i-1].Position.Less(e.Position) {
+			bad("$all: position %v after %v", e.Position, h.Log[i-1].Position)
+		}
+		if j, dup := at[e.ID]; dup {
+			bad("$all: event %s at %v and again at %v", e.ID, h.Log[j].Position, e.Position)
+			continue
+		}
+		at[e.ID] = i
+		if want := versions[e.Stream] + 1; e.Version != want {
+			bad("stream %s: version %d at %v, want %d", e.Stream, e.Version, e.Position, want)
+		}
+		versions[e.Stream] = e.Version
+	}
+	for _, a := range h.Appends {
+		found := 0
+		for _, id := range a.IDs {
+			if _, ok := at[id]; ok {
+				found++
+			}
+		}
+		switch a.Outcome {
+		case Acknowledged:
+			r.Acknowledged++
+			if found != len(a.IDs) {
+				bad("lost: an acknowledged append to %s at %v: %d of its %d events in $all", a.Stream, a.Position, found, len(a.IDs))
+			}
+		case Refused:
+			r.Refused++
+			if found > 0 {
+				bad("a refused append to %s (%s) is in $all: %d of %d events", a.Stream, a.Err, found, len(a.IDs))
+			}
+		case Unknown:
+			r.Unknown++
+			if found > 0 {
+				r.UnknownStored++
+			}
+			if found != 0 && found != len(a.IDs) {
+				bad("torn: an append to %s of unknown outcome has %d of its %d events in $all", a.Stream, found, len(a.IDs))
+			}
+		}
+		if found == len(a.IDs) && len(a.IDs) > 1 {
+			first := at[a.IDs[0]]
+			for k, id := range a.IDs[1:] {
+				if at[id] != first+k+1 {
+					bad("an append to %s is not contiguous in $all", a.Stream)
+					break
+				}
+			}
+		}
+	}
+	for _, o := range h.Observations {
+		r.ReaderEvents += len(o.IDs)
+		// The reference: the log's events that pass the reader's filter.
+		var want []uuid.UUID
+		for _, e := range h.Log {
+			if h.Category == nil || slices.Contains(o.Filter.Categories, h.Category(e.Stream)) || len(o.Filter.Categories) == 0 {
+				want = append(want, e.ID)
+			}
+		}
+		if len(o.IDs) < len(want) {
+			bad("reader %s: read %d of the %d events of its filter in $all", o.Reader, len(o.IDs), len(want))
+		}
+		for i, id := range o.IDs {
+			if i >= len(want) {
+				bad("reader %s: event %s at %v is not in $all at the end", o.Reader, id, o.Positions[i])
+				break
+			}
+			if want[i] != id {
+				bad("reader %s: its event %d is %s at %v, $all has %s there (skipped or reordered)", o.Reader, i, id, o.Positions[i], want[i])
+				break
+			}
+		}
+	}
+	return r
+}
