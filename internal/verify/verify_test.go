@@ -55,9 +55,9 @@ func history(n int) verify.History {
 // history made by hand, and a clean history has none.
 func TestCheck(t *testing.T) {
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(h *verify.History)
-		want  string // in an anomaly; "" for none
+		want   string // in an anomaly; "" for none
 	}{
 		{"clean", func(*verify.History) {}, ""},
 		{"a lost acknowledged append", func(h *verify.History) {
