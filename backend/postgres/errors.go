@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/varve-go/varve"
@@ -85,7 +86,29 @@ func (b *Backend) mapError(ctx context.Context, stream string, expected varve.Ex
 			return varve.ErrStreamNotFound
 		}
 	}
+	if cerr := ctx.Err(); cerr == nil && !b.closed.Load() && lostInFlight(err) {
+		return fmt.Errorf("postgres: %w: %w", varve.ErrUnknownOutcome, err)
+	}
 	return b.fail(ctx, err)
+}
+
+// lostInFlight reports whether err says that the connection failed while a
+// write was on its way or waiting for its answer, so that the server may
+// have committed it: an I/O error after the statement was sent (pgconn
+// does not call it safe to retry), or the server ending the session
+// (SQLSTATE class 08, or 57P01-57P03: a shutdown or crash, which can come
+// after the commit was made locally, while it waited for a synchronous
+// standby). A failure to connect sent nothing.
+func lostInFlight(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return strings.HasPrefix(pg.Code, "08") || pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	return !refusedInput(err)
 }
 
 // isRace reports whether err says that another writer changed the
