@@ -175,9 +175,10 @@ func (d *Driver) Run(ctx context.Context, f *Fault, probe func(context.Context) 
 	done := make(chan time.Duration, 1)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var last error
 	go func() {
 		for {
-			if err := probe(pctx); err == nil {
+			if last = probe(pctx); last == nil {
 				done <- time.Since(f.At)
 				return
 			}
@@ -197,7 +198,7 @@ func (d *Driver) Run(ctx context.Context, f *Fault, probe func(context.Context) 
 	}
 	u := <-done
 	if u < 0 {
-		return 0, errors.Join(errors.New("pgchaos: no probe succeeded"), ctx.Err())
+		return 0, fmt.Errorf("pgchaos: no probe succeeded (%w), the last failed: %w", ctx.Err(), last)
 	}
 	return u, nil
 }

@@ -1,6 +1,7 @@
 package pgcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -70,14 +71,51 @@ func MultiHostURL(db string, nodes ...*Cluster) string {
 func (c *Cluster) Running() bool { return c.cmd != nil }
 
 // Kill ends the server at once: SIGKILL to the postmaster and every
-// process of its group, a crash that leaves its data directory as it was
+// process it started, a crash that leaves its data directory as it was
 // (fsync is off, so what the kernel holds survives: a process crash, not a
 // power cut). Start it again with Restart or Rejoin.
 func (c *Cluster) Kill() {
+	if c.cmd == nil {
+		return
+	}
+	// Stopped first, the postmaster forks no child after the list is read.
+	_ = syscall.Kill(c.cmd.Process.Pid, syscall.SIGSTOP)
+	for _, pid := range children(c.cmd.Process.Pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	c.kill()
 }
 
-// Pause freezes the server: SIGSTOP to every process of its group. Its
+// children lists the processes whose parent is pid. PostgreSQL's children
+// each start a session of their own (setsid), so the postmaster's process
+// group holds only the postmaster.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// Pause freezes the server: SIGSTOP to the postmaster and every process it
+// started. Its
 // clients' connections stay open and their statements hang until Resume.
 func (c *Cluster) Pause() error { return c.signalGroup(syscall.SIGSTOP) }
 
@@ -88,8 +126,19 @@ func (c *Cluster) signalGroup(sig syscall.Signal) error {
 	if c.cmd == nil {
 		return errors.New("pgcluster: the server is not running")
 	}
-	if err := syscall.Kill(-c.cmd.Process.Pid, sig); err != nil {
-		return fmt.Errorf("pgcluster: %v: %w", sig, err)
+	pm := c.cmd.Process.Pid
+	if sig == syscall.SIGSTOP {
+		if err := syscall.Kill(pm, sig); err != nil {
+			return fmt.Errorf("pgcluster: %v: %w", sig, err)
+		}
+	}
+	for _, pid := range children(pm) {
+		_ = syscall.Kill(pid, sig)
+	}
+	if sig != syscall.SIGSTOP {
+		if err := syscall.Kill(pm, sig); err != nil {
+			return fmt.Errorf("pgcluster: %v: %w", sig, err)
+		}
 	}
 	return nil
 }
