@@ -80,10 +80,27 @@ func (c *Cluster) Kill() {
 	}
 	// Stopped first, the postmaster forks no child after the list is read.
 	_ = syscall.Kill(c.cmd.Process.Pid, syscall.SIGSTOP)
-	for _, pid := range children(c.cmd.Process.Pid) {
+	kids := children(c.cmd.Process.Pid)
+	for _, pid := range kids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	c.kill()
+	// A restart refuses to start while a dead server's process still holds
+	// its shared memory: wait until each is gone (or a zombie).
+	for _, pid := range kids {
+		for try := 0; try < 1000 && alive(pid); try++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || !bytes.HasPrefix(bytes.TrimSpace(stat[i+1:]), []byte("Z"))
 }
 
 // children lists the processes whose parent is pid. PostgreSQL's children
