@@ -92,6 +92,18 @@ func (b *Backend) mapError(ctx context.Context, stream string, expected varve.Ex
 	return b.fail(ctx, err)
 }
 
+// settled returns ErrUnknownOutcome when a write's statement succeeded
+// after its context ended. The cancel request that the context's end sent
+// may have cut short the commit's wait for a synchronous standby:
+// PostgreSQL then reports success (with a warning) for a commit made only
+// on the primary, which a fail-over loses.
+func settled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("postgres: %w: the call's context ended while its commit was in flight, which cuts short a wait for a synchronous standby: %w", varve.ErrUnknownOutcome, err)
+	}
+	return nil
+}
+
 // lostInFlight reports whether err says that the connection failed while a
 // write was on its way or waiting for its answer, so that the server may
 // have committed it: an I/O error after the statement was sent (pgconn
