@@ -30,12 +30,14 @@ var (
 	// the transaction of each append, failed; the append was rolled back.
 	// The error wraps the hook's error too.
 	ErrInline = errors.New("inline projection failed")
-	// ErrUnknownOutcome: the connection to the server failed after a write
-	// was sent and before its answer came (the server crashed, was shut
-	// down, or the network broke): the write may have been made or not.
+	// ErrUnknownOutcome: a write was sent, and no answer that settles it
+	// came (the connection failed, the server crashed or was shut down, or
+	// the call's context ended while the commit waited for a standby): the
+	// write may have been made or not, or made only where a fail-over can
+	// lose it.
 	// Read to find out, or retry it: an append retried with the same event
 	// ids is recognized as a retry when it was made.
-	ErrUnknownOutcome = errors.New("outcome unknown: the connection failed after the write was sent")
+	ErrUnknownOutcome = errors.New("outcome unknown")
 )
 
 // WrongExpectedVersionError reports an optimistic concurrency conflict.

@@ -87,7 +87,7 @@ func (b *Backend) mapError(ctx context.Context, stream string, expected varve.Ex
 		}
 	}
 	if cerr := ctx.Err(); cerr == nil && !b.closed.Load() && lostInFlight(err) {
-		return fmt.Errorf("postgres: %w: %w", varve.ErrUnknownOutcome, err)
+		return fmt.Errorf("postgres: %w: the connection failed after the write was sent: %w", varve.ErrUnknownOutcome, err)
 	}
 	return b.fail(ctx, err)
 }

@@ -362,3 +362,31 @@ func TestChaosLong(t *testing.T) {
 		t.Fatalf("faults under a synchronous standby: %+v", v)
 	}
 }
+
+// TestCancelledSyncWait: an append whose context ends while its commit
+// waits for a synchronous standby that is down is not reported as a
+// success (PostgreSQL answers the cancel with a warning and success for a
+// commit made only on the primary): it fails with ErrUnknownOutcome.
+func TestCancelledSyncWait(t *testing.T) {
+	d := start(t, pgcluster.Synchronous())
+	s := open(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := probe(s)(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := pgchaos.Fault{Kind: pgchaos.KillStandby}
+	if err := d.Inject(ctx, &f); err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := s.Append(actx, "cancelled", varve.NoStream, varve.Event{ID: varve.NewEventID(), Type: "E"})
+	acancel()
+	if !errors.Is(err, varve.ErrUnknownOutcome) {
+		t.Fatalf("append cancelled while its commit waited for the standby: %v, want ErrUnknownOutcome", err)
+	}
+	t.Logf("cancelled append: %v", err)
+	if err := d.Heal(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+}
