@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./... ./cmd/varve/...
 
-.PHONY: test test-under-load services vet bench lint fmt build soak-long failover-long
+.PHONY: test test-under-load services vet bench lint fmt build soak-long failover-long chaos-pg
 
 # The race detector watches every package but SQLite's machine translation
 # of C (modernc.org/sqlite/lib and modernc.org/libc): instrumenting that
@@ -66,3 +66,8 @@ soak-long: build
 failover-long: services
 	VARVE_FAILOVER_EVENTS=6000 $(GO) test $(RACE) -count=1 -timeout 30m -run 'TestSegmentedKilled' -v ./subscription
 	$(GO) test $(RACE) -count=5 -timeout 10m -run 'TestPausedHolder|TestRunActiveKilled' ./subscription
+
+# PostgreSQL under faults (issue #39): 50 faults drawn from VARVE_CHAOS_SEED
+# (fail-over, standby killed, primary paused) under a synchronous standby.
+chaos-pg:
+	VARVE_CHAOS=long $(GO) test -count=1 -timeout 30m -run TestChaosLong -v ./internal/pgchaos

@@ -30,6 +30,14 @@ var (
 	// the transaction of each append, failed; the append was rolled back.
 	// The error wraps the hook's error too.
 	ErrInline = errors.New("inline projection failed")
+	// ErrUnknownOutcome: a write was sent, and no answer that settles it
+	// came (the connection failed, the server crashed or was shut down, or
+	// the call's context ended while the commit waited for a standby): the
+	// write may have been made or not, or made only where a fail-over can
+	// lose it.
+	// Read to find out, or retry it: an append retried with the same event
+	// ids is recognized as a retry when it was made.
+	ErrUnknownOutcome = errors.New("outcome unknown")
 )
 
 // WrongExpectedVersionError reports an optimistic concurrency conflict.

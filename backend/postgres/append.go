@@ -78,6 +78,9 @@ func (b *Backend) Append(ctx context.Context, req varve.AppendRequest) (varve.Ap
 		return varve.AppendResult{}, b.mapError(ctx, req.Stream, req.Expected, err)
 	}
 	b.committed()
+	if err := settled(ctx); err != nil {
+		return varve.AppendResult{}, err
+	}
 	return res, nil
 }
 

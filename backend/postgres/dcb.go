@@ -59,6 +59,9 @@ func (b *Backend) appendTagged(ctx context.Context, req varve.AppendRequest, con
 			return varve.AppendResult{}, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*hitTx), Seq: uint64(*hitSeq)}}
 		case err == nil && first != nil:
 			b.committed()
+			if err := settled(ctx); err != nil {
+				return varve.AppendResult{}, err
+			}
 			return varve.AppendResult{FirstVersion: varve.Version(*first), LastVersion: varve.Version(*last),
 				Position: varve.Position{Commit: uint64(*tx), Seq: uint64(*seq)}}, nil
 		case err == nil:
@@ -100,6 +103,9 @@ func (b *Backend) decided(ctx context.Context, req varve.AppendRequest, o tagged
 		return varve.AppendResult{}, true, &varve.AppendConditionError{Position: varve.Position{Commit: uint64(*o.hitTx), Seq: uint64(*o.hitSeq)}}
 	case err == nil && o.first != nil:
 		b.committed()
+		if err := settled(ctx); err != nil {
+			return varve.AppendResult{}, true, err
+		}
 		return varve.AppendResult{FirstVersion: varve.Version(*o.first), LastVersion: varve.Version(*o.last),
 			Position: varve.Position{Commit: uint64(*o.tx), Seq: uint64(*o.seq)}}, true, nil
 	case err == nil, errors.As(err, &pg) && (pg.Code == codeUnique || pg.Code == codeDeadlock):

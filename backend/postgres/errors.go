@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/varve-go/varve"
@@ -85,7 +86,41 @@ func (b *Backend) mapError(ctx context.Context, stream string, expected varve.Ex
 			return varve.ErrStreamNotFound
 		}
 	}
+	if cerr := ctx.Err(); cerr == nil && !b.closed.Load() && lostInFlight(err) {
+		return fmt.Errorf("postgres: %w: the connection failed after the write was sent: %w", varve.ErrUnknownOutcome, err)
+	}
 	return b.fail(ctx, err)
+}
+
+// settled returns ErrUnknownOutcome when a write's statement succeeded
+// after its context ended. The cancel request that the context's end sent
+// may have cut short the commit's wait for a synchronous standby:
+// PostgreSQL then reports success (with a warning) for a commit made only
+// on the primary, which a fail-over loses.
+func settled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("postgres: %w: the call's context ended while its commit was in flight, which cuts short a wait for a synchronous standby: %w", varve.ErrUnknownOutcome, err)
+	}
+	return nil
+}
+
+// lostInFlight reports whether err says that the connection failed while a
+// write was on its way or waiting for its answer, so that the server may
+// have committed it: an I/O error after the statement was sent (pgconn
+// does not call it safe to retry), or the server ending the session
+// (SQLSTATE class 08, or 57P01-57P03: a shutdown or crash, which can come
+// after the commit was made locally, while it waited for a synchronous
+// standby). A failure to connect sent nothing.
+func lostInFlight(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return strings.HasPrefix(pg.Code, "08") || pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	return !refusedInput(err)
 }
 
 // isRace reports whether err says that another writer changed the

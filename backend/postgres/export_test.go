@@ -152,3 +152,6 @@ func SeedOf(schema string) int64 { return seedOf(schema) }
 // PositionNumber is the number of a position p of a transaction that wrote
 // after events after it.
 func PositionNumber(p varve.Position, after int64) (uint64, error) { return positionNumber(p, after) }
+
+// LostInFlight is lostInFlight, for its table test.
+var LostInFlight = lostInFlight

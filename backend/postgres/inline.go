@@ -186,6 +186,9 @@ func (b *Backend) appendInline(ctx context.Context, req varve.AppendRequest, con
 		return varve.AppendResult{}, b.inlineFailure(err, func(err error) error { return b.mapError(ctx, req.Stream, req.Expected, err) })
 	}
 	b.committed()
+	if err := settled(ctx); err != nil {
+		return varve.AppendResult{}, err
+	}
 	return res, nil
 }
 
@@ -238,6 +241,9 @@ func (b *Backend) appendMultiInline(ctx context.Context, req varve.MultiAppendRe
 		return nil, b.inlineFailure(err, func(err error) error { return b.mapMultiError(ctx, req, err) })
 	}
 	b.committed()
+	if err := settled(ctx); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 

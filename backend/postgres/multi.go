@@ -48,6 +48,9 @@ func (b *Backend) AppendMulti(ctx context.Context, req varve.MultiAppendRequest)
 				return nil, fmt.Errorf("postgres: append_multi returned %d results for %d streams", len(res), n)
 			}
 			b.committed()
+			if err := settled(ctx); err != nil {
+				return nil, err
+			}
 			return res, nil
 		}
 		if isRace(err) && attempt < maxRaceRetries {

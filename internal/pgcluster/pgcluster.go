@@ -16,7 +16,11 @@
 //
 // [Cluster.StartStandby] adds a hot standby: a copy of the cluster taken
 // with pg_basebackup that streams the primary's WAL and answers read-only
-// queries, on a port of its own.
+// queries, on a port of its own. For fault tests (internal/pgchaos),
+// [Synchronous] and [Asynchronous] configure the replication, and a node
+// can be killed ([Cluster.Kill]), frozen ([Cluster.Pause]), promoted
+// ([Cluster.Promote]) and rejoined as a standby ([Cluster.Rejoin]);
+// [MultiHostURL] names all nodes for clients that follow the primary.
 package pgcluster
 
 import (
