@@ -43,6 +43,9 @@ type Config struct {
 	// each writer after that many appends instead.
 	Duration time.Duration
 	Appends  int
+	// Stop, when not nil, stops the writers when it closes, instead of
+	// Duration (Appends still bounds them).
+	Stop <-chan struct{}
 	// Seed makes the writers' choices replayable (0: a random seed, which
 	// the Result names).
 	Seed uint64
@@ -149,7 +152,16 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 
 	wctx, stopWriters := context.WithCancel(ctx)
 	defer stopWriters()
-	if cfg.Appends == 0 {
+	switch {
+	case cfg.Stop != nil:
+		go func() {
+			select {
+			case <-cfg.Stop:
+				stopWriters()
+			case <-wctx.Done():
+			}
+		}()
+	case cfg.Appends == 0:
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(wctx, cfg.Duration)
 		defer cancel()
