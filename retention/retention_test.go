@@ -548,3 +548,61 @@ func TestLeaseCutOff(t *testing.T) {
 		t.Fatalf("the next scavenger: %v", err)
 	}
 }
+
+// TestRecreatedStreamIsNotCut: a stream deleted and written again while a
+// pass truncates it, shorter or longer than its old life, keeps every
+// event of its new life; a stream that only grew meanwhile is still cut.
+func TestRecreatedStreamIsNotCut(t *testing.T) {
+	tests := []struct {
+		name     string
+		recreate int // events of the new life; 0: the stream only grows by 3
+		first    varve.Version
+		last     varve.Version
+	}{
+		{"shorter new life", 4, 1, 4},
+		{"longer new life", 30, 1, 30},
+		{"grown, not recreated", 0, 16, 23},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			s := newStore(t)
+			appendN(t, s, "race-1", 20)
+			if err := retention.Set(ctx, s, retention.Target{Stream: "race-1"}, retention.Policy{MaxCount: 5}); err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			sc, err := retention.New(retention.Config{Store: s, Hooks: retention.Hooks{BeforeTruncate: func(stream string, before varve.Version) {
+				if stream != "race-1" {
+					return
+				}
+				calls++
+				if before != 16 {
+					t.Errorf("truncation before %d, want 16", before)
+				}
+				if tt.recreate == 0 {
+					appendN(t, s, "race-1", 3)
+					return
+				}
+				if err := s.Delete(ctx, "race-1", varve.Any); err != nil {
+					t.Error(err)
+				}
+				appendN(t, s, "race-1", tt.recreate)
+			}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := sc.ScavengeOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls != 1 {
+				t.Fatalf("the hook ran %d times, want 1", calls)
+			}
+			first, last := versions(t, s, "race-1")
+			if first != tt.first || last != tt.last {
+				t.Fatalf("race-1 holds versions %d..%d, want %d..%d (report %+v)", first, last, tt.first, tt.last, rep)
+			}
+		})
+	}
+}

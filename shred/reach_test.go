@@ -1,14 +1,12 @@
 package shred_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
 	"github.com/varve-go/varve/delivery"
+	"github.com/varve-go/varve/internal/filescan"
 	"github.com/varve-go/varve/internal/pgcluster"
 	"github.com/varve-go/varve/projection"
 	"github.com/varve-go/varve/projection/pgprojection"
@@ -58,24 +57,7 @@ var personEvents = func() *schema.Registry {
 // scan returns the files under dir that hold pattern, and how often.
 func scan(t *testing.T, dir string, pattern []byte) map[string]int {
 	t.Helper()
-	found := map[string]int{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if n := bytes.Count(b, pattern); n > 0 {
-			rel, _ := filepath.Rel(dir, path)
-			found[rel] = n
-		}
-		return err
-	})
+	found, err := filescan.Count(dir, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -378,3 +378,67 @@ func retentionRace(t *testing.T, f Factory, s *varve.Store, pfx, lease string, l
 		}
 	}
 }
+
+// testRetentionRecreated deletes and writes again, from the scavenger's
+// BeforeTruncate hook, a stream the pass is about to truncate: a new life
+// shorter or longer than the old one keeps every event, while a stream
+// that only grew meanwhile is cut as computed.
+func testRetentionRecreated(t *testing.T, f Factory) {
+	s := store(t, f)
+	ctx := ctxFor(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	for _, tt := range []struct {
+		name     string
+		recreate int // events of the new life; 0: the stream grows by 3
+		first    varve.Version
+		last     varve.Version
+	}{
+		{"shorter", 4, 1, 4},
+		{"longer", 30, 1, 30},
+		{"grown", 0, 16, 23},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stream := "btrecreated" + tag + "-" + tt.name
+			write := func(n int) {
+				t.Helper()
+				for range n {
+					mustAppend(t, s, stream, varve.Any, events("R", 1)...)
+				}
+			}
+			write(20)
+			target := retention.Target{Stream: stream}
+			if err := retention.Set(ctx, s, target, retention.Policy{MaxCount: 5}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = retention.Remove(context.Background(), s, target) })
+			calls := 0
+			sc, err := retention.New(retention.Config{Store: s, Lease: "bt-recreated-" + tag + tt.name,
+				Hooks: retention.Hooks{BeforeTruncate: func(id string, before varve.Version) {
+					if id != stream {
+						return
+					}
+					if calls++; before != 16 {
+						t.Errorf("truncation before %d, want 16", before)
+					}
+					if tt.recreate > 0 {
+						if err := s.Delete(ctx, stream, varve.Any); err != nil {
+							t.Error(err)
+						}
+					}
+					write(max(tt.recreate, 3))
+				}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sc.ScavengeOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			evs := mustRead(t, s, stream)
+			if calls != 1 || len(evs) == 0 || evs[0].Version != tt.first || evs[len(evs)-1].Version != tt.last {
+				t.Fatalf("hook calls %d, %d events left, want versions %d..%d", calls, len(evs), tt.first, tt.last)
+			}
+		})
+	}
+}

@@ -82,6 +82,7 @@ func Run(t *testing.T, f Factory) {
 		{"Watch", testWatch},
 		{"Churn", testChurn},
 		{"Retention", testRetention},
+		{"RetentionRecreated", testRetentionRecreated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,36 +1,23 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/filescan"
 )
 
 // hits counts the occurrences of pattern in the files under dir, by path
 // relative to dir.
 func hits(t *testing.T, dir string, pattern []byte) map[string]int {
 	t.Helper()
-	found := map[string]int{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if n := bytes.Count(b, pattern); n > 0 {
-			rel, _ := filepath.Rel(dir, path)
-			found[filepath.ToSlash(rel)] = n
-		}
-		return err
-	})
+	found, err := filescan.Count(dir, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}

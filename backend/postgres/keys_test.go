@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/postgres"
+	"github.com/varve-go/varve/internal/filescan"
 	"github.com/varve-go/varve/internal/pgcluster"
 )
 
@@ -20,27 +20,7 @@ import (
 // relative to dir.
 func hits(t *testing.T, dir string, pattern []byte) map[string]int {
 	t.Helper()
-	found := map[string]int{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) { // a file the server removed meanwhile
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
-			return nil
-		}
-		if n := bytes.Count(b, pattern); n > 0 {
-			rel, _ := filepath.Rel(dir, path)
-			found[rel] = n
-		}
-		return err
-	})
+	found, err := filescan.Count(dir, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}

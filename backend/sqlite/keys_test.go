@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,22 +11,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/filescan"
 )
 
 // hits counts the occurrences of pattern in the files under dir.
 func hits(t *testing.T, dir string, pattern []byte) map[string]int {
 	t.Helper()
-	found := map[string]int{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if n := bytes.Count(b, pattern); n > 0 {
-			found[filepath.Base(path)] = n
-		}
-		return err
-	})
+	found, err := filescan.Count(dir, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
