@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/varve-go/varve"
@@ -76,10 +77,11 @@ subject's rows add their counts to the report as they do. A subject without a ke
 				r, err = sh.Erase(ctx, s, subject, shred.EraseOptions{Count: count})
 				return err
 			}
-			err = run()
+			err, failed := eraseOutcome(r, run())
 			return out.finish(cmd, err, opsResult{
-				value: r,
-				text:  func(w io.Writer) error { return printErasure(w, r) },
+				value:  r,
+				text:   func(w io.Writer) error { return printErasure(w, r) },
+				failed: failed,
 			})
 		},
 	}
@@ -91,6 +93,17 @@ subject's rows add their counts to the report as they do. A subject without a ke
 	out.register(f, false)
 	_ = cmd.MarkFlagRequired("subject")
 	return cmd
+}
+
+// eraseOutcome splits the error of an erasure: before the key was
+// destroyed it is the command's error; after (counting or recording the
+// report failed), the report is printed all the same, for the operator
+// to see what was erased, and the command fails with failed.
+func eraseOutcome(r shred.Report, err error) (runErr, failed error) {
+	if err != nil && r.Key != uuid.Nil {
+		return nil, err
+	}
+	return err, nil
 }
 
 // printErasure prints a report in a few lines.

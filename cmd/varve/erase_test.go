@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/open"
+	"github.com/varve-go/varve/shred"
 )
 
 // TestEraseCommands: keys new-master makes a key the store takes; erase
@@ -119,5 +123,30 @@ func TestEraseCommands(t *testing.T) {
 	}
 	if r := runIn(t, "erasures", "--store", url); r.code != exitOK || !strings.Contains(r.stdout, "3 erasures") {
 		t.Fatalf("erasures without a master key: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestEraseOutcome: an error after the key is destroyed (counting, or
+// recording the report, failed) still prints the report and fails the
+// command; an error before it is the command's error alone.
+func TestEraseOutcome(t *testing.T) {
+	errCount := errors.New("reads of $all fail")
+	cases := []struct {
+		name        string
+		r           shred.Report
+		err         error
+		run, failed error
+	}{
+		{"erased", shred.Report{Key: uuid.New()}, nil, nil, nil},
+		{"not erased", shred.Report{}, shred.ErrNothingToErase, shred.ErrNothingToErase, nil},
+		{"erased, counting failed", shred.Report{Key: uuid.New(), CountError: errCount.Error()}, errCount, nil, errCount},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			run, failed := eraseOutcome(tc.r, tc.err)
+			if run != tc.run || failed != tc.failed {
+				t.Fatalf("eraseOutcome: %v, %v; want %v, %v", run, failed, tc.run, tc.failed)
+			}
+		})
 	}
 }
