@@ -34,8 +34,9 @@ type Result struct {
 	// appended nothing.
 	Stream  string
 	Version varve.Version
-	// Duplicate: the command had run before with this id; Stream and
-	// Version are the first outcome's.
+	// Duplicate: the command was seen to have run before with this id.
+	// A concurrent retry that the store deduplicated by event id gets the
+	// same Stream and Version with Duplicate false.
 	Duplicate bool
 }
 

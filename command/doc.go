@@ -19,7 +19,9 @@
 //
 // A command id names one intended effect. [Decide] builds a handler on a
 // DCB decider (package dcb) that is idempotent by command id, on the
-// store's own guarantees and nothing kept in memory:
+// store's own guarantees and nothing kept in memory (the backend must keep
+// tags, varve.TagStore; NATS does not, and Decide fails there with
+// varve.ErrNotSupported):
 //
 //   - the first event of the decision carries the tag "cmd:<id>", and the
 //     decider's query gains an item for that tag, so the read before the
@@ -30,8 +32,8 @@
 //     answer was lost.
 //
 // A retried command (same id) whose events are in the store returns the
-// first outcome (the position of the event tagged with the id, and
-// Duplicate set) and appends nothing; this holds when the first attempt's
+// first outcome (the stream and version of the event tagged with the id)
+// and appends nothing; this holds when the first attempt's
 // outcome was unknown to the caller and when two processes or buses
 // dispatch it at once. A command that decided no events leaves no record:
 // its retry decides again. A workflow dispatching commands derives the
