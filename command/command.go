@@ -113,3 +113,5 @@ func Validate() Middleware {
 		}
 	}
 }
+
+func typeName(v any) string { return reflect.TypeOf(v).String() }

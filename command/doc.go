@@ -6,7 +6,9 @@
 // command, and the correlation and causation ids) and runs the bus's
 // middleware, first registered outermost, then the handler. [Validate]
 // turns the error of a command's Validate method into one wrapping
-// [ErrInvalid]; an unregistered type fails with [ErrUnknownCommand].
+// [ErrInvalid]; [Trace] calls the store's tracer around each command when
+// it implements [Tracer]. An unregistered type fails with
+// [ErrUnknownCommand].
 //
 // Dispatch puts the envelope's correlation and causation ids into the
 // context with [aggregate.WithMetadata], so events saved by
