@@ -68,9 +68,12 @@ func Decide[S, C any](store *varve.Store, d Decider[S, C]) func(ctx context.Cont
 			f.s = d.Apply(f.s, e)
 			return f
 		}
-		meta, err := json.Marshal(aggregate.MetadataFrom(ctx))
-		if err != nil {
-			return Result{}, err
+		var meta []byte
+		if m := aggregate.MetadataFrom(ctx); m != (aggregate.Metadata{}) {
+			var err error
+			if meta, err = json.Marshal(m); err != nil {
+				return Result{}, err
+			}
 		}
 		var stream string
 		decide := func(f folded[S]) (dcb.Decision, error) {
@@ -84,6 +87,9 @@ func Decide[S, C any](store *varve.Store, d Decider[S, C]) func(ctx context.Cont
 			evs := slices.Clone(dec.Events)
 			for i := range evs {
 				evs[i].ID = EventID(id, i)
+				if meta == nil {
+					continue
+				}
 				if evs[i].Metadata, err = withMetadata(evs[i].Metadata, meta); err != nil {
 					return dcb.Decision{}, fmt.Errorf("command %s: metadata of event %d: %w", id, i, err)
 				}
