@@ -143,6 +143,8 @@ type inboxRec struct {
 	Type  string    `json:"type"`
 	Data  []byte    `json:"data,omitempty"`
 	Timer string    `json:"timer,omitempty"`
+	// Attempt is random per append attempt; only reports use it.
+	Attempt uuid.UUID `json:"attempt"`
 }
 
 type outboxRec struct {
@@ -264,9 +266,11 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input) (bool, er
 		if r.beforeAppend != nil {
 			r.beforeAppend(stream, input)
 		}
-		_, err = r.store.Append(ctx, stream, varve.Exact(inst.Version), evs...)
+		res, err := r.store.Append(ctx, stream, varve.Exact(inst.Version), evs...)
 		if err == nil {
-			return true, nil
+			// An append of ids already committed returns that append's
+			// result: the attempt nonce tells whether it was this one.
+			return r.mine(ctx, stream, res.FirstVersion, evs[0].Data)
 		}
 		if errors.Is(err, varve.ErrDuplicateEvent) {
 			return false, nil
@@ -278,13 +282,24 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input) (bool, er
 	}
 }
 
+// mine reports whether the inbox record at version v is the one in data.
+func (r *Runner[S]) mine(ctx context.Context, stream string, v varve.Version, data []byte) (bool, error) {
+	for e, err := range r.store.ReadStream(ctx, stream, varve.From(v), varve.Limit(1)) {
+		if err != nil {
+			return false, fmt.Errorf("workflow: %s: read back: %w", stream, err)
+		}
+		return string(e.Data) == string(data), nil
+	}
+	return false, fmt.Errorf("workflow: %s: read back: no event at %d", stream, v)
+}
+
 func (r *Runner[S]) records(stream string, input Input, d Decision) ([]varve.Event, error) {
 	mk := func(part, typ string, v any) (varve.Event, error) {
 		b, err := json.Marshal(v)
 		return varve.Event{ID: derive(stream, input.ID, part), Type: typ, Data: b}, err
 	}
 	var evs []varve.Event
-	ev, err := mk("in", TypeInbox, inboxRec{Input: input.ID, Type: input.Type, Data: input.Data, Timer: input.Timer})
+	ev, err := mk("in", TypeInbox, inboxRec{Input: input.ID, Type: input.Type, Data: input.Data, Timer: input.Timer, Attempt: uuid.New()})
 	if err != nil {
 		return nil, err
 	}
