@@ -292,3 +292,30 @@ func TestInvalidDefinition(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A process that dies after Decide and before its append leaves nothing:
+// the restarted runner applies the input once and emits its command once.
+func TestCrashBetweenDecideAndAppend(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
+		f := newFixture(t, k)
+		in := f.input(t, "OrderPlaced", "o1")
+		dying := f.runner(t)
+		ctx, kill := context.WithCancel(context.Background())
+		dying.beforeAppend = func(string, Input) { kill() }
+		if err := dying.Handle(ctx, in); !errors.Is(err, context.Canceled) {
+			t.Fatalf("dying runner: err = %v, want context.Canceled", err)
+		}
+		r := f.runner(t)
+		for range 2 { // the subscription redelivers after restart
+			if err := r.Handle(context.Background(), in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := r.Relay(context.Background(), "o1"); err != nil || n != 1 {
+			t.Fatalf("relay = %d, %v", n, err)
+		}
+		if n := f.count(t, r.Stream("o1"), TypeInbox); n != 1 || f.recv.sends != 1 {
+			t.Fatalf("inbox records = %d, sends = %d; want 1, 1", n, f.recv.sends)
+		}
+	})
+}
