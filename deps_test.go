@@ -82,7 +82,7 @@ func TestDependencyRules(t *testing.T) {
 					t.Errorf("backend %s imports backend %s", rel, b)
 				}
 			}
-		case rel == "aggregate" || rel == "subscription" || rel == "delivery" || rel == "projection" || rel == "schema" || rel == "retention":
+		case rel == "aggregate" || rel == "subscription" || rel == "delivery" || rel == "projection" || rel == "schema" || rel == "retention" || rel == "workflow":
 			// The layers above the seam import no backend and no driver or
 			// transport client (a sink's transport lives in a sub-package).
 			for _, b := range append(backends, append(drivers, "net/http")...) {

@@ -1,0 +1,399 @@
+// Package workflow runs durable workflows (process managers): an instance's
+// state, inbox, outbox and timers are events in one stream per instance.
+//
+// Contract:
+//   - [Runner.Handle] takes an input event (use it as a subscription
+//     handler). It loads the instance stream, skips the input if its inbox
+//     record is already there, calls Decide, and appends the inbox record,
+//     the new state events, the outbox commands and the timer schedules and
+//     cancels in ONE append with the expected version. All ids are derived
+//     from the instance stream and the input id, so a redelivered input, a
+//     retry after a crash, or a competing process cannot apply it twice.
+//   - [Runner.Relay] sends the unsent commands of an instance through the
+//     [Sender], then records each as sent. Sending is at-least-once; every
+//     [Command] carries a deterministic id, so an idempotent receiver sees
+//     each command's effect once.
+//   - [Runner.FireDue] fires every scheduled, uncancelled, unfired timer
+//     whose due time is at or before the [Clock]'s now, as an input with a
+//     deterministic id: two processes, or a holder paused past its turn,
+//     fire it once.
+//
+// Not done yet: segmenting instances across processes with leases, a
+// persistent timer index (FireDue scans $all from the start once per
+// Runner), console and CLI views. See docs/workflows.md.
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/varve-go/varve"
+)
+
+// Record types the engine writes into an instance stream.
+const (
+	TypeInbox       = "workflow.inbox"
+	TypeOutbox      = "workflow.outbox"
+	TypeSent        = "workflow.sent"
+	TypeTimer       = "workflow.timer"
+	TypeTimerCancel = "workflow.timer-cancelled"
+)
+
+// ErrInvalidDefinition is returned for a Definition missing a part.
+var ErrInvalidDefinition = errors.New("workflow: invalid definition")
+
+// ns is the namespace of the engine's deterministic (UUIDv5) ids.
+var ns = uuid.MustParse("6f1d7c52-3b57-4c47-9a43-5a0f8d0e7c11")
+
+// Input is what Decide sees: an input event, or a fired timer (Timer set).
+type Input struct {
+	ID    uuid.UUID
+	Type  string
+	Data  []byte
+	Timer string
+}
+
+// Command is a command the workflow emits. ID is deterministic: the same
+// instance and input always produce the same id.
+type Command struct {
+	ID       uuid.UUID
+	Instance string
+	Type     string
+	Data     []byte
+}
+
+// Sender delivers commands; it should deduplicate by Command.ID.
+type Sender interface {
+	Send(ctx context.Context, c Command) error
+}
+
+// Timer schedules input Timer=ID at Due.
+type Timer struct {
+	ID  string
+	Due time.Time
+}
+
+// Decision is what Decide returns for one input.
+type Decision struct {
+	Events   []varve.Event // state events; their ids are replaced
+	Commands []Command     // Type and Data; ID and Instance are set by the engine
+	Timers   []Timer
+	Cancel   []string // timer ids
+}
+
+// Clock tells the time; tests pass their own.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Definition describes a workflow over state S.
+type Definition[S any] struct {
+	// Name is the category of instance streams: Name-<instance id>.
+	Name string
+	// Route maps an input event to an instance id; ok false ignores it.
+	Route func(e *varve.RecordedEvent) (id string, ok bool)
+	// Evolve folds a state event into the state.
+	Evolve func(s S, e *varve.RecordedEvent) S
+	// Decide reacts to an input given the state.
+	Decide func(s S, in Input) (Decision, error)
+}
+
+// Runner runs a Definition against a store.
+type Runner[S any] struct {
+	store  *varve.Store
+	def    Definition[S]
+	sender Sender
+	clock  Clock
+
+	// beforeAppend, set by tests, runs after Decide and before the append.
+	beforeAppend func(stream string, in Input)
+
+	scanned varve.Position
+	timers  map[string]pendingTimer // key: stream + "\x00" + timer id
+}
+
+type pendingTimer struct {
+	stream, id string
+	due        time.Time
+}
+
+// NewRunner returns a runner; a nil clock is the system clock.
+func NewRunner[S any](store *varve.Store, def Definition[S], sender Sender, clock Clock) (*Runner[S], error) {
+	if def.Name == "" || def.Route == nil || def.Evolve == nil || def.Decide == nil {
+		return nil, fmt.Errorf("%w: name, Route, Evolve and Decide are required", ErrInvalidDefinition)
+	}
+	if clock == nil {
+		clock = systemClock{}
+	}
+	return &Runner[S]{store: store, def: def, sender: sender, clock: clock, timers: map[string]pendingTimer{}}, nil
+}
+
+// Stream returns the stream of instance id.
+func (r *Runner[S]) Stream(id string) string { return r.def.Name + "-" + id }
+
+type inboxRec struct {
+	Input uuid.UUID `json:"input"`
+	Type  string    `json:"type"`
+	Data  []byte    `json:"data,omitempty"`
+	Timer string    `json:"timer,omitempty"`
+	// Attempt is random per append attempt; only reports use it.
+	Attempt uuid.UUID `json:"attempt"`
+}
+
+type outboxRec struct {
+	ID   uuid.UUID `json:"id"`
+	Type string    `json:"type"`
+	Data []byte    `json:"data,omitempty"`
+}
+
+type timerRec struct {
+	ID  string    `json:"id"`
+	Due time.Time `json:"due,omitzero"`
+}
+
+// Instance is the loaded view of an instance stream.
+type Instance[S any] struct {
+	State   S
+	Version varve.Version
+	Inputs  map[uuid.UUID]bool
+	Unsent  []Command
+	Pending map[string]time.Time // scheduled timers neither cancelled nor fired
+}
+
+// Load reads the instance stream of id.
+func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
+	stream := r.Stream(id)
+	in := &Instance[S]{Inputs: map[uuid.UUID]bool{}, Pending: map[string]time.Time{}}
+	sent := map[uuid.UUID]bool{}
+	var out []Command
+	for e, err := range r.store.ReadStream(ctx, stream) {
+		if err != nil {
+			if errors.Is(err, varve.ErrStreamNotFound) {
+				break
+			}
+			return nil, fmt.Errorf("workflow: load %s: %w", stream, err)
+		}
+		in.Version = e.Version
+		switch e.Type {
+		case TypeInbox:
+			var rec inboxRec
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+			}
+			in.Inputs[rec.Input] = true
+			if rec.Timer != "" {
+				delete(in.Pending, rec.Timer)
+			}
+		case TypeOutbox:
+			var rec outboxRec
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+			}
+			out = append(out, Command{ID: rec.ID, Instance: id, Type: rec.Type, Data: rec.Data})
+		case TypeSent:
+			var rec outboxRec
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+			}
+			sent[rec.ID] = true
+		case TypeTimer, TypeTimerCancel:
+			var rec timerRec
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+			}
+			if e.Type == TypeTimer {
+				in.Pending[rec.ID] = rec.Due
+			} else {
+				delete(in.Pending, rec.ID)
+			}
+		default:
+			in.State = r.def.Evolve(in.State, &e)
+		}
+	}
+	for _, c := range out {
+		if !sent[c.ID] {
+			in.Unsent = append(in.Unsent, c)
+		}
+	}
+	return in, nil
+}
+
+func derive(stream string, input uuid.UUID, part string) uuid.UUID {
+	return uuid.NewSHA1(ns, []byte(stream+"\x00"+input.String()+"\x00"+part))
+}
+
+// Handle applies an input event to its instance (a subscription handler).
+func (r *Runner[S]) Handle(ctx context.Context, e varve.RecordedEvent) error {
+	id, ok := r.def.Route(&e)
+	if !ok {
+		return nil
+	}
+	_, err := r.apply(ctx, id, Input{ID: e.ID, Type: e.Type, Data: e.Data})
+	return err
+}
+
+// apply reports whether this call appended the input.
+func (r *Runner[S]) apply(ctx context.Context, id string, input Input) (bool, error) {
+	stream := r.Stream(id)
+	for attempt := 0; ; attempt++ {
+		inst, err := r.Load(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		if inst.Inputs[input.ID] {
+			return false, nil
+		}
+		if input.Timer != "" {
+			if _, ok := inst.Pending[input.Timer]; !ok {
+				return false, nil // cancelled
+			}
+		}
+		d, err := r.def.Decide(inst.State, input)
+		if err != nil {
+			return false, fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)
+		}
+		evs, err := r.records(stream, input, d)
+		if err != nil {
+			return false, err
+		}
+		if r.beforeAppend != nil {
+			r.beforeAppend(stream, input)
+		}
+		res, err := r.store.Append(ctx, stream, varve.Exact(inst.Version), evs...)
+		if err == nil {
+			// An append of ids already committed returns that append's
+			// result: the attempt nonce tells whether it was this one.
+			return r.mine(ctx, stream, res.FirstVersion, evs[0].Data)
+		}
+		if errors.Is(err, varve.ErrDuplicateEvent) {
+			return false, nil
+		}
+		if errors.Is(err, varve.ErrWrongExpectedVersion) && attempt < 100 {
+			continue // someone else appended: reload, maybe it was this input
+		}
+		return false, fmt.Errorf("workflow: %s: append: %w", stream, err)
+	}
+}
+
+// mine reports whether the inbox record at version v is the one in data.
+func (r *Runner[S]) mine(ctx context.Context, stream string, v varve.Version, data []byte) (bool, error) {
+	for e, err := range r.store.ReadStream(ctx, stream, varve.From(v), varve.Limit(1)) {
+		if err != nil {
+			return false, fmt.Errorf("workflow: %s: read back: %w", stream, err)
+		}
+		return string(e.Data) == string(data), nil
+	}
+	return false, fmt.Errorf("workflow: %s: read back: no event at %d", stream, v)
+}
+
+func (r *Runner[S]) records(stream string, input Input, d Decision) ([]varve.Event, error) {
+	mk := func(part, typ string, v any) (varve.Event, error) {
+		b, err := json.Marshal(v)
+		return varve.Event{ID: derive(stream, input.ID, part), Type: typ, Data: b}, err
+	}
+	var evs []varve.Event
+	ev, err := mk("in", TypeInbox, inboxRec{Input: input.ID, Type: input.Type, Data: input.Data, Timer: input.Timer, Attempt: uuid.New()})
+	if err != nil {
+		return nil, err
+	}
+	evs = append(evs, ev)
+	for i, e := range d.Events {
+		e.ID = derive(stream, input.ID, fmt.Sprintf("e%d", i))
+		evs = append(evs, e)
+	}
+	for i, c := range d.Commands {
+		cid := derive(stream, input.ID, fmt.Sprintf("c%d", i))
+		ev, err := mk(fmt.Sprintf("o%d", i), TypeOutbox, outboxRec{ID: cid, Type: c.Type, Data: c.Data})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	for i, t := range d.Timers {
+		if t.ID == "" {
+			return nil, fmt.Errorf("%w: timer without id", ErrInvalidDefinition)
+		}
+		ev, err := mk(fmt.Sprintf("t%d", i), TypeTimer, timerRec{ID: t.ID, Due: t.Due.UTC()})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	for i, t := range d.Cancel {
+		ev, err := mk(fmt.Sprintf("x%d", i), TypeTimerCancel, timerRec{ID: t})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+// Relay sends the unsent commands of instance id and records each as sent.
+// A crash after Send and before the record sends the command again with the
+// same id.
+func (r *Runner[S]) Relay(ctx context.Context, id string) (sent int, err error) {
+	inst, err := r.Load(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	stream := r.Stream(id)
+	for _, c := range inst.Unsent {
+		if err := r.sender.Send(ctx, c); err != nil {
+			return sent, fmt.Errorf("workflow: %s: send %s: %w", stream, c.ID, err)
+		}
+		b, _ := json.Marshal(outboxRec{ID: c.ID, Type: c.Type})
+		ev := varve.Event{ID: uuid.NewSHA1(ns, []byte(stream+"\x00sent\x00"+c.ID.String())), Type: TypeSent, Data: b}
+		if _, err := r.store.Append(ctx, stream, varve.Any, ev); err != nil && !errors.Is(err, varve.ErrDuplicateEvent) {
+			return sent, fmt.Errorf("workflow: %s: record sent %s: %w", stream, c.ID, err)
+		}
+		sent++
+	}
+	return sent, nil
+}
+
+// FireDue fires the due timers of this workflow: it reads the timer
+// schedules appended to $all since its last call (waiting for through, the
+// position of the last append the caller knows of, on stores with a
+// horizon), then applies each due timer as an input with a deterministic id.
+func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired int, err error) {
+	if err := r.store.WaitFor(ctx, through); err != nil {
+		return 0, fmt.Errorf("workflow: wait for %v: %w", through, err)
+	}
+	f := varve.Filter{Categories: []string{r.def.Name}, Types: []string{TypeTimer}}
+	for e, err := range r.store.ReadAll(ctx, r.scanned, f) {
+		if err != nil {
+			return 0, fmt.Errorf("workflow: scan timers: %w", err)
+		}
+		var rec timerRec
+		if err := json.Unmarshal(e.Data, &rec); err != nil {
+			return 0, fmt.Errorf("workflow: %s@%d: %w", e.Stream, e.Version, err)
+		}
+		r.timers[e.Stream+"\x00"+rec.ID] = pendingTimer{stream: e.Stream, id: rec.ID, due: rec.Due}
+		r.scanned = e.Position
+	}
+	now := r.clock.Now()
+	for k, t := range r.timers {
+		if t.due.After(now) {
+			continue
+		}
+		id := t.stream[len(r.def.Name)+1:]
+		in := Input{ID: uuid.NewSHA1(ns, []byte(t.stream+"\x00timer\x00"+t.id)), Type: "workflow.timer-fired", Timer: t.id}
+		applied, err := r.apply(ctx, id, in)
+		if err != nil {
+			return fired, err
+		}
+		if applied {
+			fired++
+		}
+		delete(r.timers, k)
+	}
+	return fired, nil
+}
