@@ -51,20 +51,7 @@ func RunDCBScale(t *testing.T, f Factory, sizes ...int) {
 	if os.Getenv(DCBScaleEnv) == "" {
 		t.Skipf("the DCB scale test is opt-in: set %s=1 (and %s=0,1000000,... for other sizes)", DCBScaleEnv, DCBScaleSizesEnv)
 	}
-	if v := os.Getenv(DCBScaleSizesEnv); v != "" {
-		sizes = nil
-		for _, part := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(part))
-			if err != nil || n < 0 {
-				t.Fatalf("%s=%q: want event counts", DCBScaleSizesEnv, v)
-			}
-			sizes = append(sizes, n)
-		}
-	}
-	if len(sizes) == 0 {
-		sizes = []int{0, 1_000_000, 10_000_000}
-	}
-	slices.Sort(sizes)
+	sizes = scaleSizes(t, DCBScaleSizesEnv, sizes)
 	s := store(t, f)
 	if !s.Capabilities().Tags {
 		t.Skipf("%s keeps no tags", s.Features().Name)
