@@ -78,9 +78,7 @@ type Hooks struct {
 	// Began is called when a pass begins its work, holding the lease
 	// where the store keeps leases (until its AfterPass returns).
 	Began func()
-	// BeforeTruncate is called before each truncation step of a stream,
-	// before the pass's last look at it (a step that look stops is not
-	// made).
+	// BeforeTruncate is called before each truncation of a stream.
 	BeforeTruncate func(stream string, before varve.Version)
 	// AfterPass is called after each pass with its report and error.
 	AfterPass func(Report, error)
@@ -474,8 +472,8 @@ func (p *pass) ageCut(ctx context.Context, id string, from, limit varve.Version,
 
 // truncate removes the events of the stream of info from first up to
 // before, in steps of TruncateStep, and returns how many it removed. Before
-// each step it looks at the stream again and stops when it is no longer the
-// stream the cut was made for (see sameLife).
+// each step it looks at the stream's version again and stops when it went
+// down: the stream was deleted and written again since the cut was made.
 func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, before varve.Version) (int64, error) {
 	if p.s.cfg.DryRun {
 		return int64(before - first), nil
@@ -485,12 +483,16 @@ func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, befor
 		if !p.check(ctx) {
 			return removed, nil
 		}
+		now, err := p.store.StreamInfo(ctx, info.Stream)
+		switch {
+		case err != nil:
+			return removed, err
+		case now.Deleted || now.Tombstoned || now.Version < info.Version:
+			return removed, nil
+		}
 		next := min(before, at+TruncateStep)
 		if h := p.s.cfg.Hooks.BeforeTruncate; h != nil {
 			h(info.Stream, next)
-		}
-		if same, err := p.sameLife(ctx, info, next-1); err != nil || !same {
-			return removed, err
 		}
 		if err := p.store.Truncate(ctx, info.Stream, next); err != nil {
 			return removed, err
@@ -499,34 +501,6 @@ func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, befor
 		at = next
 	}
 	return removed, nil
-}
-
-// sameLife reports whether the stream of info is still in the life the
-// pass saw: not deleted, its version not gone down, and its event at
-// version last (the last one a truncation step removes) stored at or
-// before info.LastPosition. A stream deleted and written again past its old
-// version passes the first two looks but not the third: its new events
-// come after every position of its old life.
-func (p *pass) sameLife(ctx context.Context, info varve.StreamInfo, last varve.Version) (bool, error) {
-	now, err := p.store.StreamInfo(ctx, info.Stream)
-	switch {
-	case gone(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	case now.Deleted || now.Tombstoned || now.Version < info.Version:
-		return false, nil
-	}
-	for e, err := range p.store.ReadStream(ctx, info.Stream, varve.From(last), varve.Limit(1), varve.Sealed()) {
-		switch {
-		case gone(err):
-			return false, nil
-		case err != nil:
-			return false, err
-		}
-		return e.Version == last && !info.LastPosition.Less(e.Position), nil
-	}
-	return false, nil // truncated below last meanwhile: nothing left to cut
 }
 
 // fail counts err in the report, unless the pass is ending with its

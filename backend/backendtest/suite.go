@@ -82,7 +82,6 @@ func Run(t *testing.T, f Factory) {
 		{"Watch", testWatch},
 		{"Churn", testChurn},
 		{"Retention", testRetention},
-		{"RetentionRecreated", testRetentionRecreated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
