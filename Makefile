@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./... ./cmd/varve/...
 
-.PHONY: test test-under-load services vet bench lint fmt build soak-long failover-long chaos chaos-pg
+.PHONY: test test-under-load services vet bench lint fmt build soak-long failover-long chaos chaos-pg chaos-nats
 
 # The race detector watches every package but SQLite's machine translation
 # of C (modernc.org/sqlite/lib and modernc.org/libc): instrumenting that
@@ -71,7 +71,16 @@ failover-long: services
 # (fail-over, standby killed, primary paused) under a synchronous standby,
 # the checker of internal/verify through VARVE_CHAOS_FAULTS more (default 6),
 # and the negative proof: asynchronous commit loses acknowledged appends.
-chaos: chaos-pg
+chaos: chaos-pg chaos-nats
 
 chaos-pg:
 	VARVE_CHAOS=long $(GO) test -count=1 -timeout 40m -run 'TestChaosLong|TestVerifyUnderFaults|TestAsynchronousLosesAcknowledged' -v ./internal/pgchaos
+
+# NATS under faults (issue #39): on a 3-node JetStream cluster of real
+# server processes (go.mod's server, and the installed nats-server binary
+# where there is one), an R3 event stream, the checker of internal/verify
+# through VARVE_CHAOS_FAULTS (50) faults drawn from VARVE_CHAOS_SEED:
+# SIGKILL and restart of the stream's leader or a follower, SIGSTOP of
+# either past the election timeout.
+chaos-nats:
+	VARVE_CHAOS=long $(GO) test -count=1 -timeout 60m -run 'TestChaosLong' -v ./internal/natschaos

@@ -30,10 +30,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"time"
 
+	"github.com/varve-go/varve/internal/chaos"
 	"github.com/varve-go/varve/internal/pgcluster"
 )
 
@@ -79,16 +79,7 @@ type Driver struct {
 }
 
 // SeedFromEnv returns VARVE_CHAOS_SEED, or the clock's nanoseconds.
-func SeedFromEnv() (int64, error) {
-	if s := os.Getenv("VARVE_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("pgchaos: VARVE_CHAOS_SEED %q: %w", s, err)
-		}
-		return v, nil
-	}
-	return time.Now().UnixNano(), nil
-}
+func SeedFromEnv() (int64, error) { return chaos.SeedFromEnv() }
 
 // Start starts a primary with cfg and a standby of it. logf (t.Logf, say)
 // receives the seed and every fault.
@@ -172,35 +163,7 @@ func (d *Driver) Run(ctx context.Context, f *Fault, probe func(context.Context) 
 	if err := d.Inject(ctx, f); err != nil {
 		return 0, err
 	}
-	done := make(chan time.Duration, 1)
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var last error
-	go func() {
-		for {
-			if last = probe(pctx); last == nil {
-				done <- time.Since(f.At)
-				return
-			}
-			select {
-			case <-pctx.Done():
-				done <- -1
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	herr := d.Heal(ctx, *f)
-	if herr != nil {
-		cancel()
-		<-done
-		return 0, herr
-	}
-	u := <-done
-	if u < 0 {
-		return 0, fmt.Errorf("pgchaos: no probe succeeded (%w), the last failed: %w", ctx.Err(), last)
-	}
-	return u, nil
+	return chaos.Unavailable(ctx, f.At, func(ctx context.Context) error { return d.Heal(ctx, *f) }, probe)
 }
 
 // Stop stops both nodes and removes their directories.

@@ -53,7 +53,8 @@ type Config struct {
 	// default a random id.
 	Run string
 	// AppendTimeout bounds one append (default 10 s): past it, its outcome
-	// is unknown.
+	// is unknown. It bounds each page a reader reads too: a request in
+	// flight to a server that dies may get no answer at all.
 	AppendTimeout time.Duration
 }
 
@@ -183,25 +184,42 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 	ends := make([]chan varve.Position, len(names))
 	for i, name := range names {
 		ends[i] = make(chan varve.Position, 1)
-		rg.Go(func() { obs[i] = read(rctx, s, name, filters[name], ends[i]) })
+		rg.Go(func() { obs[i] = read(rctx, s, name, filters[name], cfg.AppendTimeout, ends[i]) })
 	}
 	wg.Wait()
-	last, err := s.LastPosition(ctx)
+	// The end of the log, and the log, are read again and again for a
+	// minute at most while a server is away.
+	var last varve.Position
+	err := retry(ctx, cfg.AppendTimeout, func(ctx context.Context) (err error) {
+		if last, err = s.LastPosition(ctx); err == nil {
+			err = s.WaitFor(ctx, last)
+		}
+		return err
+	})
+	var logEvents []varve.RecordedEvent
 	if err == nil {
-		err = s.WaitFor(ctx, last)
+		err = retry(ctx, 10*cfg.AppendTimeout, func(ctx context.Context) (err error) {
+			logEvents, err = readLog(ctx, s, filters["all"], last)
+			return err
+		})
 	}
-	for _, e := range ends {
-		e <- last
+	// Each reader stops at the last event of its filter: a filtered page
+	// may go no further than its own events.
+	for i, name := range names {
+		f, end := filters[name], varve.Start
+		for j := len(logEvents) - 1; j >= 0; j-- {
+			if f.Match(&logEvents[j], sep) {
+				end = logEvents[j].Position
+				break
+			}
+		}
+		ends[i] <- end
 	}
 	timer := time.AfterFunc(time.Minute, stopReaders)
 	rg.Wait()
 	timer.Stop()
 	if err != nil {
 		return Result{Seed: cfg.Seed, Run: cfg.Run}, fmt.Errorf("verify: the end of $all: %w", err)
-	}
-	logEvents, err := readLog(ctx, s, filters["all"], last)
-	if err != nil {
-		return Result{Seed: cfg.Seed, Run: cfg.Run}, err
 	}
 	h := History{Log: logEvents, Observations: obs, Category: s.Category}
 	for _, a := range appends {
@@ -286,7 +304,7 @@ func write(ctx context.Context, s *varve.Store, cfg Config, w int, streams []str
 // read is one reader: pages of $all through f from the start, as the log
 // grows, until it has read through the position end sends (after the
 // writers stopped) or ctx ends.
-func read(ctx context.Context, s *varve.Store, name string, f varve.Filter, end <-chan varve.Position) Observation {
+func read(ctx context.Context, s *varve.Store, name string, f varve.Filter, timeout time.Duration, end <-chan varve.Position) Observation {
 	o := Observation{Reader: name, Filter: f}
 	after := varve.Start
 	var buf []varve.RecordedEvent
@@ -299,7 +317,9 @@ func read(ctx context.Context, s *varve.Store, name string, f varve.Filter, end 
 			default:
 			}
 		}
-		page, err := s.ReadAllPage(ctx, after, buf[:0], f, varve.PageSize(256))
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		page, err := s.ReadAllPage(pctx, after, buf[:0], f, varve.PageSize(256))
+		cancel()
 		if err != nil {
 			// A server away: try again, from where the reader is.
 			pause(ctx, 20*time.Millisecond)
@@ -322,6 +342,21 @@ func read(ctx context.Context, s *varve.Store, name string, f varve.Filter, end 
 		pause(ctx, 10*time.Millisecond)
 	}
 	return o
+}
+
+// retry calls f, each time with timeout, until it succeeds, ctx ends or a
+// minute has passed; the error is f's last.
+func retry(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	give := time.Now().Add(time.Minute)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, timeout)
+		err := f(tctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(give) {
+			return err
+		}
+		pause(ctx, 50*time.Millisecond)
+	}
 }
 
 // pause waits d or until ctx ends.
