@@ -82,15 +82,9 @@
 // ([InlineFunc]). Snapshots kept in commits (varve.CommitSnapshotStore) are
 // not supported.
 //
-// The number of an event is tx<<16 | (65535 - the events of its transaction
-// after it): the events of a transaction are numbered down from its last,
-// tx<<16 | 65535. A number names its event for as long as no event written
-// after it by the same transaction is removed. Only a Delete or Truncate of
-// another stream of the same AppendMulti does that (a Truncate of the
-// event's own stream removes events before it), and it raises the numbers
-// of the transaction's earlier events. A position of a transaction id over
-// 2^37-1, or with 65536 or more events of its transaction after it, has no
-// number (varve.ErrInvalidArgument). docs/server.md has the details.
+// An event's number (varve.PositionNumbers) is built from its transaction
+// id and its place in the transaction; docs/backends/postgres.md says how,
+// and which positions have none (varve.ErrInvalidArgument).
 //
 // Leases judge expiry by the server's clock. A fenced checkpoint save with a
 // token older than the lease's is refused with varve.ErrLeaseLost; an Acquire

@@ -87,6 +87,11 @@ func (b *Backend) mapError(ctx context.Context, stream string, expected varve.Ex
 		}
 	}
 	if cerr := ctx.Err(); cerr == nil && !b.closed.Load() && lostInFlight(err) {
+		// The server went away (a crash, a fail-over): the pool's other
+		// connections to it would fail the same way, one call each, so they
+		// are closed and the next call dials again (to the new primary, with
+		// a multi-host URL and target_session_attrs=read-write).
+		b.pool.Reset()
 		return fmt.Errorf("postgres: %w: the connection failed after the write was sent: %w", varve.ErrUnknownOutcome, err)
 	}
 	return b.fail(ctx, err)
