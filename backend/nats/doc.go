@@ -42,28 +42,17 @@
 // event's index in the commit}; positions are totally ordered, never reused,
 // and written "seq:index".
 //
-// Snapshots: the backend implements varve.CommitSnapshotStore. A snapshot
-// given with an append (varve.Snapshots.Append) is stored in the commit with
-// its events or not at all, and has the commit's version; it is the stream's
-// while that commit is its last (an append without one, or a delete, ends it;
-// a truncation keeps it unless it is too large for one message).
-// varve.Snapshots.Read returns it, or else the bucket's snapshot and the
-// events after it; Snapshots.Load returns only the bucket's. A bucket snapshot
-// taken before a delete of the stream is not used.
+// Snapshots (varve.CommitSnapshotStore): a snapshot given with an append is
+// stored in the commit, all or nothing, and is the stream's while that commit
+// is its last; varve.Snapshots.Read returns it, or else the bucket's snapshot
+// (not one taken before a delete of the stream) and the events after it.
 //
 // Appends to several streams (varve.MultiAppender): on servers from 2.12 on,
-// one JetStream atomic batch stores every part or none, each part and each
-// checked stream (varve.StreamCheck) at its expectation. Failures are reported
-// on fresh heads: a [varve.WrongExpectedVersionError] naming the stream, or a
-// [varve.StreamError] around varve.ErrStreamDeleted or ErrDuplicateEvent;
-// retries are recognised as for single appends. At most 1,000 messages (parts
-// plus checks) a batch, more is varve.ErrInvalidArgument. New turns on atomic
-// publish and per-message TTLs and adds the subject <prefix>.k where the
-// server has them (a stream of an earlier version is updated in place; the
-// settings cannot be turned off again). On servers before 2.12, or when the
-// server refuses the update, MultiAppendAvailable is false and AppendMulti gives
-// varve.ErrNotSupported. On file storage a batch costs far more than a single
-// append.
+// one JetStream atomic batch stores every part or none, each part and checked
+// stream at its expectation, at most 1,000 messages a batch; New turns the
+// stream's atomic publish on, which cannot be turned off again. Before 2.12
+// MultiAppendAvailable is false and AppendMulti gives varve.ErrNotSupported.
+// docs/backends/nats.md has the details and the costs.
 //
 // # Reads
 //
@@ -111,13 +100,11 @@
 // # Keys
 //
 // Keys ([varve.KeyStore]) are entries of the bucket Config.KeyBucket, made
-// like nats.go's buckets of history 1 but with message deletes allowed.
-// PutKey is a create, which the server refuses over a key; RewrapKey an
-// update at the revision read. DeleteKey erases the key's message with the
-// server's secure delete, which overwrites its bytes in the stream's files;
-// it does not reach the bytes a rewrap replaced (dropped by the history limit,
-// not overwritten: destroy the old master key after a rotation) nor a
-// replica's Raft log. Each ListKeys page reads the names of all keys.
+// like nats.go's buckets of history 1 but with message deletes allowed; a
+// PutKey over a key is refused by the server. DeleteKey erases the key's
+// message with the server's secure delete, which overwrites its bytes in the
+// stream's files, but not the bytes a rewrap replaced (destroy the old master
+// key after a rotation) nor a replica's Raft log.
 //
 // # Durability, replicas and failures
 //
@@ -130,9 +117,12 @@
 // at once). Safe configurations: Replicas 3 on a cluster, or from 2.10 on
 // "sync_interval: always" in the server's jetstream block, which syncs every
 // write. Features.Durable is set for file storage; Config.MemoryStorage loses
-// everything when the server stops. On R3 an acknowledged append survives the
-// loss of any one server; appends fail while a leader is elected and
-// optimistic concurrency holds across the fail-over (tested on 2.15.2 only).
+// everything when the server stops. On R3 an acknowledged append survives
+// a SIGKILL or a freeze of any one server, leader or follower, and
+// optimistic concurrency holds across the fail-over; appends fail while a
+// leader is elected (tested on 2.9.10 and 2.15 with real server processes:
+// internal/natschaos, docs/scale.md). An R1 stream whose server loses its
+// store loses what it acknowledged.
 //
 // An append that returns an error has an unknown outcome. Retry it with the
 // same events (same ids) and expectation: it is then stored exactly once, or
@@ -140,7 +130,9 @@
 // once.
 //
 // Every call waits only as long as its context allows, and at most
-// Config.RequestTimeout per request when the context has no deadline. While
+// Config.RequestTimeout per request when the context has no deadline: a
+// request in flight to a server that dies gets no answer, so give each call
+// a deadline of seconds, not the life of a process. While
 // the connection is down calls fail at once with [ErrUnreachable]; a call
 // waiting when it goes down fails within 0.1 s. Close makes every call in
 // flight return varve.ErrClosed, also when Config.Conn is the caller's. Its
