@@ -107,6 +107,11 @@ func (d *Driver) Next() Fault {
 // Inject makes the fault f on the node that has f's role now, and sets
 // f.Node and f.At. Which follower is hit is drawn from the seed too.
 func (d *Driver) Inject(ctx context.Context, f *Fault) error {
+	// A leader may step down after a heal (2.9 does, now and then, once a
+	// frozen peer is back): the fault waits for the next one.
+	if err := d.Cluster.WaitCurrent(ctx, d.stream); err != nil {
+		return fmt.Errorf("natschaos: before %s: %w", f.Kind, err)
+	}
 	si, err := d.Cluster.Stream(ctx, d.stream)
 	if err != nil {
 		return fmt.Errorf("natschaos: stream %s: %w", d.stream, err)
