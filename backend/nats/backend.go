@@ -154,6 +154,17 @@ func (b *Backend) streamConfig() jetstream.StreamConfig {
 	}
 }
 
+// checkReplicas refuses a replicated stream on a server that does not
+// check expected subject sequences one after the other: there two appends
+// to a stream at the same expected version could both be stored.
+func (b *Backend) checkReplicas(replicas int) error {
+	if replicas > 1 && !b.c.SerialSubjectChecks() {
+		return fmt.Errorf("nats: stream %s has %d replicas, and server %s lets concurrent publishes with the same expected subject sequence all be stored on a replicated stream (nats-server issue #4320, fixed in 2.9.21): optimistic concurrency would not hold; upgrade the servers, or use one replica: %w",
+			b.cfg.Stream, replicas, b.nc.ConnectedServerVersion(), varve.ErrNotSupported)
+	}
+	return nil
+}
+
 func (b *Backend) subjects() []string {
 	subjs := []string{b.allSubj, b.chPrefix + ">", b.floorSubj, b.layoutSubj}
 	if b.c.AtomicBatches() {
@@ -180,6 +191,9 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 	b.c.CountRequest()
 	s, err := b.js.Stream(ctx, b.cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err := b.checkReplicas(want.Replicas); err != nil {
+			return err
+		}
 		b.c.CountRequest()
 		_, err = b.js.CreateStream(ctx, want)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -196,6 +210,9 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("nats: look up stream %s: %w", b.cfg.Stream, b.c.Err(ctx, err))
 	}
 	have := s.CachedInfo().Config
+	if err := b.checkReplicas(have.Replicas); err != nil {
+		return err
+	}
 	b.replicated = have.Replicas > 1
 	subjects := map[string]bool{}
 	for _, subj := range have.Subjects {

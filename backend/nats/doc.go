@@ -1,7 +1,7 @@
 // Package nats is a varve backend on NATS JetStream
 // (github.com/nats-io/nats.go/jetstream), for teams that already run NATS and
 // want their event store on it. It works with every server from 2.9 on
-// (tested: 2.9.10, 2.15). This is the contract; design, history and figures
+// (tested: 2.9.10, 2.15); a replicated stream needs 2.9.21 or later. This is the contract; design, history and figures
 // are in docs/backends/nats.md.
 //
 // Open it with [New] and a [Config], or from a URL with [ParseURL]:
@@ -120,9 +120,12 @@
 // everything when the server stops. On R3 an acknowledged append survives
 // a SIGKILL or a freeze of any one server, leader or follower, and
 // optimistic concurrency holds across the fail-over; appends fail while a
-// leader is elected (tested on 2.9.10 and 2.15 with real server processes:
-// internal/natschaos, docs/scale.md). An R1 stream whose server loses its
-// store loses what it acknowledged.
+// leader is elected (tested on 2.15 with real server processes:
+// internal/natschaos, docs/scale.md). Servers before 2.9.21 store
+// concurrent publishes to a replicated stream at the same expected subject
+// sequence (nats-server #4320): New refuses a replicated stream on them
+// with varve.ErrNotSupported. An R1 stream whose server loses its store
+// loses what it acknowledged.
 //
 // An append that returns an error has an unknown outcome. Retry it with the
 // same events (same ids) and expectation: it is then stored exactly once, or

@@ -91,8 +91,8 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 		consumers: make(map[string]bool),
 	}
 	c.life, c.kill = context.WithCancel(context.Background())
-	c.batch.Store(versionAtLeast(nc.ConnectedServerVersion(), 2, 11))
-	c.atomicPub = versionAtLeast(nc.ConnectedServerVersion(), 2, 12)
+	c.batch.Store(versionAtLeast(nc.ConnectedServerVersion(), 2, 11, 0))
+	c.atomicPub = versionAtLeast(nc.ConnectedServerVersion(), 2, 12, 0)
 	sub, err := nc.Subscribe(c.prefix+"*", c.reply)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to replies: %w", err)
@@ -453,11 +453,26 @@ func IsWrongLastSequence(err error) bool {
 }
 
 // versionAtLeast reports whether a server version "major.minor.patch[-x]"
-// is at least major.minor.
-func versionAtLeast(v string, major, minor int) bool {
-	var ma, mi int
-	if _, err := fmt.Sscanf(v, "%d.%d", &ma, &mi); err != nil {
+// is at least major.minor.patch.
+func versionAtLeast(v string, major, minor, patch int) bool {
+	var ma, mi, pa int
+	if n, _ := fmt.Sscanf(v, "%d.%d.%d", &ma, &mi, &pa); n < 2 {
 		return false
 	}
-	return ma > major || ma == major && mi >= minor
+	if ma != major {
+		return ma > major
+	}
+	if mi != minor {
+		return mi > minor
+	}
+	return pa >= patch
+}
+
+// SerialSubjectChecks reports whether the server checks the expected last
+// subject sequence of publishes to a replicated stream one after the
+// other: before 2.9.21 the leader checked each against the stored state
+// only, so that concurrent publishes with the same expectation could all
+// be stored (nats-server issue #4320).
+func (c *Client) SerialSubjectChecks() bool {
+	return versionAtLeast(c.nc.ConnectedServerVersion(), 2, 9, 21)
 }
