@@ -3,6 +3,8 @@ package workflow
 import (
 	"container/heap"
 	"time"
+
+	"github.com/varve-go/varve"
 )
 
 // timerOverhead approximates the bytes one index entry holds besides its
@@ -27,6 +29,7 @@ func (a timerKey) less(b timerKey) bool {
 
 type timerEntry struct {
 	timerKey
+	after        varve.Position // where a read of $all finds its record again
 	minAt, maxAt int
 }
 
@@ -38,7 +41,9 @@ type timerName struct{ stream, id string }
 // bytes in all: inserting past either budget evicts the latest-due entry and
 // lowers limit to it, so the index always holds exactly the pending timers
 // it has read that sort below limit, and knows nothing of those at or above
-// it. unbounded means limit is +infinity: the index holds every timer read.
+// it; unbounded means limit is +infinity: the index holds every timer read.
+// from is the earliest position after which a read of $all finds the
+// records of every timer the index let go.
 type timerIndex struct {
 	maxCount int
 	maxBytes int64
@@ -49,24 +54,26 @@ type timerIndex struct {
 	bytes     int64
 	limit     timerKey
 	unbounded bool
+	from      varve.Position
 }
 
 func newTimerIndex(count int, bytes int64) *timerIndex {
 	return &timerIndex{maxCount: count, maxBytes: bytes, byName: map[timerName]*timerEntry{}, unbounded: true}
 }
 
-// schedule records the latest schedule of a timer: it replaces an earlier
-// one, and is kept if it sorts below limit and, when floor is set, not
-// below floor.
-func (x *timerIndex) schedule(k timerKey, floor *timerKey) {
+// schedule records the latest schedule of a timer, read after position
+// after: it replaces an earlier one, and is kept if it sorts below limit
+// and, when floor is set, not below floor.
+func (x *timerIndex) schedule(k timerKey, after varve.Position, floor *timerKey) {
 	x.remove(timerName{k.stream, k.id})
-	if !x.unbounded && !k.less(x.limit) {
-		return
-	}
 	if floor != nil && k.less(*floor) {
 		return
 	}
-	e := &timerEntry{timerKey: k}
+	if !x.unbounded && !k.less(x.limit) {
+		x.letGo(after)
+		return
+	}
+	e := &timerEntry{timerKey: k, after: after}
 	x.byName[timerName{k.stream, k.id}] = e
 	heap.Push(&x.min, e)
 	heap.Push(&x.max, e)
@@ -74,8 +81,16 @@ func (x *timerIndex) schedule(k timerKey, floor *timerKey) {
 	for len(x.min) > max(x.maxCount, 1) || (x.bytes > x.maxBytes && len(x.min) > 1) {
 		last := x.max[0]
 		x.remove(timerName{last.stream, last.id})
-		x.limit, x.unbounded = last.timerKey, false
+		x.letGo(last.after)
+		x.limit = last.timerKey
 	}
+}
+
+func (x *timerIndex) letGo(after varve.Position) {
+	if x.unbounded || after.Less(x.from) {
+		x.from = after
+	}
+	x.unbounded = false
 }
 
 func (x *timerIndex) remove(n timerName) {
@@ -101,7 +116,7 @@ func (x *timerIndex) first() (timerKey, bool) {
 func (x *timerIndex) reset() {
 	clear(x.byName)
 	x.min, x.max, x.bytes = x.min[:0], x.max[:0], 0
-	x.limit, x.unbounded = timerKey{}, true
+	x.limit, x.unbounded, x.from = timerKey{}, true, varve.Start
 }
 
 func (x *timerIndex) len() int { return len(x.min) }

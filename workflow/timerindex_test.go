@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ func TestTimerIndexBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			x := newTimerIndex(tt.count, tt.bytes)
 			for _, m := range tt.schedule {
-				x.schedule(at(m), nil)
+				x.schedule(at(m), varve.Start, nil)
 			}
 			first, _ := x.first()
 			if first != at(tt.wantFirst) || x.len() != tt.wantLen {
@@ -219,4 +220,71 @@ func TestTimerIndexTinyBudgetCompeting(t *testing.T) {
 			t.Fatalf("fired %v, recorded %d; want 22 distinct", fired, len(got))
 		}
 	})
+}
+
+// Random schedules, reschedules and cancels between FireDue calls, with
+// budgets of 1 to 4 timers: each call fires exactly the timers a plain map
+// says are pending and due.
+func TestTimerIndexAgainstModel(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(seed, 41))
+			f := newFixture(t, teststore.Kinds[0])
+			r, err := NewRunnerConfig(f.store, tickDef(f.name), f.recv, Config{Clock: f.clock, TimerIndexCount: 1 + rng.IntN(4)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pending := map[string]int{} // stream|timer -> minutes after t0
+			fired := map[string]bool{}
+			now, next := 0, 0
+			for range 12 {
+				for range rng.IntN(8) {
+					var inst, timer string
+					min := now + rng.IntN(20)
+					keys := slices.Sorted(maps.Keys(pending))
+					switch op := rng.IntN(4); {
+					case op < 2 || len(keys) == 0:
+						inst, timer = fmt.Sprintf("i%d", rng.IntN(5)), fmt.Sprintf("t%d", next)
+						next++
+					default:
+						inst, timer, _ = strings.Cut(strings.TrimPrefix(keys[rng.IntN(len(keys))], r.Stream("")), "|")
+						if op == 3 {
+							min = -1
+						}
+					}
+					if err := r.Handle(ctx, f.input(t, "Tick", fmt.Sprintf("%s|%s|%d", inst, timer, min))); err != nil {
+						t.Fatal(err)
+					}
+					key := r.Stream(inst) + "|" + timer
+					if delete(pending, key); min >= 0 {
+						pending[key] = min
+					}
+				}
+				now += rng.IntN(10)
+				f.clock.Add(time.Duration(now)*time.Minute - f.clock.Now().Sub(t0))
+				want := 0
+				for k, m := range pending {
+					if m <= now {
+						delete(pending, k)
+						fired[k] = true
+						want++
+					}
+				}
+				if n, err := r.FireDue(ctx, varve.Start); err != nil || n != want {
+					t.Fatalf("at minute %d: fired %d, %v; want %d", now, n, err, want)
+				}
+			}
+			got := firings(t, f, r, varve.Start)
+			for _, g := range got {
+				if !fired[g] {
+					t.Fatalf("fired %s, not due or twice", g)
+				}
+				delete(fired, g)
+			}
+			if len(fired) > 0 {
+				t.Fatalf("not fired: %v", fired)
+			}
+		})
+	}
 }

@@ -433,11 +433,12 @@ func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired 
 			return fired, nil
 		}
 		// Every timer read that sorts below the limit is handled: read
-		// again those at or above it, and whatever came since.
-		floor, floorPos := r.index.limit, r.scanned
+		// again, from the first timer let go, those at or above it, and
+		// whatever came since.
+		floor, floorPos, from := r.index.limit, r.scanned, r.index.from
 		r.index.reset()
 		r.rescans++
-		if err := r.scan(ctx, varve.Start, floorPos, &floor); err != nil {
+		if err := r.scan(ctx, from, floorPos, &floor); err != nil {
 			return fired, err
 		}
 	}
@@ -447,6 +448,7 @@ func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired 
 // schedule at or before floorPos that sorts below floor is skipped.
 func (r *Runner[S]) scan(ctx context.Context, from, floorPos varve.Position, floor *timerKey) error {
 	f := varve.Filter{Categories: []string{r.def.Name}, Types: []string{TypeTimer, TypeTimerCancel}}
+	after := from
 	for e, err := range r.store.ReadAll(ctx, from, f) {
 		if err != nil {
 			return fmt.Errorf("workflow: scan timers: %w", err)
@@ -462,9 +464,9 @@ func (r *Runner[S]) scan(ctx context.Context, from, floorPos varve.Position, flo
 			if floorPos.Less(e.Position) {
 				fl = nil
 			}
-			r.index.schedule(timerKey{due: rec.Due, stream: e.Stream, id: rec.ID}, fl)
+			r.index.schedule(timerKey{due: rec.Due, stream: e.Stream, id: rec.ID}, after, fl)
 		}
-		r.scanned = e.Position
+		after, r.scanned = e.Position, e.Position
 	}
 	return nil
 }
