@@ -104,12 +104,12 @@ func (x *timerIndex) remove(n timerName) {
 	x.bytes -= e.bytes()
 }
 
-// first returns the earliest-due timer.
-func (x *timerIndex) first() (timerKey, bool) {
+// firstEntry returns the earliest-due timer, nil if none.
+func (x *timerIndex) firstEntry() *timerEntry {
 	if len(x.min) == 0 {
-		return timerKey{}, false
+		return nil
 	}
-	return x.min[0].timerKey, true
+	return x.min[0]
 }
 
 // reset forgets every timer and the limit.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/internal/teststore"
 )
@@ -41,7 +43,7 @@ func TestTimerIndexBudget(t *testing.T) {
 			for _, m := range tt.schedule {
 				x.schedule(at(m), varve.Start, nil)
 			}
-			first, _ := x.first()
+			first := x.firstEntry().timerKey
 			if first != at(tt.wantFirst) || x.len() != tt.wantLen {
 				t.Fatalf("first %v, len %d; want %v, %d", first.id, x.len(), tt.wantFirst, tt.wantLen)
 			}
@@ -287,4 +289,41 @@ func TestTimerIndexAgainstModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A timer whose Decide fails does not hold up the others, also past the
+// budget, and is tried again on each call.
+func TestTimerIndexFailingTimer(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, k teststore.Kind) {
+		ctx := context.Background()
+		f := newFixture(t, k)
+		def := tickDef(f.name)
+		decide := def.Decide
+		errPoison := errors.New("poison")
+		poison := uuid.NewSHA1(ns, []byte(f.name+"-i3\x00timer\x00t0"))
+		def.Decide = func(s struct{}, in Input) (Decision, error) {
+			if in.ID == poison {
+				return Decision{}, errPoison
+			}
+			return decide(s, in)
+		}
+		r, err := NewRunnerConfig(f.store, def, f.recv, Config{Clock: f.clock, TimerIndexCount: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tick(t, f, r)
+		f.clock.Add(31 * time.Minute)
+		for range 2 {
+			n, err := r.FireDue(ctx, p.through)
+			if !errors.Is(err, errPoison) {
+				t.Fatalf("err = %v, want the poison", err)
+			}
+			if total := len(firings(t, f, r, p.through)); total != 21 {
+				t.Fatalf("fired %d (this call %d), want the 21 others", total, n)
+			}
+			if st := r.TimerIndex(); st.Timers != 1 {
+				t.Fatalf("index %+v; want the poisoned timer kept", st)
+			}
+		}
+	})
 }

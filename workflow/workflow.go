@@ -51,6 +51,12 @@ const (
 // ErrInvalidDefinition is returned for a Definition missing a part.
 var ErrInvalidDefinition = errors.New("workflow: invalid definition")
 
+// instanceError is an error of one instance (its records, or Decide), not
+// of the store: FireDue goes on with the other timers.
+type instanceError struct{ error }
+
+func (e instanceError) Unwrap() error { return e.error }
+
 // ns is the namespace of the engine's deterministic (UUIDv5) ids.
 var ns = uuid.MustParse("6f1d7c52-3b57-4c47-9a43-5a0f8d0e7c11")
 
@@ -220,7 +226,7 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 		case TypeInbox:
 			var rec inboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			in.Inputs[rec.Input] = true
 			if rec.Timer != "" {
@@ -229,19 +235,19 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 		case TypeOutbox:
 			var rec outboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			out = append(out, Command{ID: rec.ID, Instance: id, Type: rec.Type, Data: rec.Data})
 		case TypeSent:
 			var rec outboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			sent[rec.ID] = true
 		case TypeTimer, TypeTimerCancel:
 			var rec timerRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			if e.Type == TypeTimer {
 				in.Pending[rec.ID] = rec.Due
@@ -293,11 +299,11 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input, now time.
 		}
 		d, err := r.def.Decide(inst.State, input)
 		if err != nil {
-			return false, fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)
+			return false, instanceError{fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)}
 		}
 		evs, err := r.records(stream, input, d)
 		if err != nil {
-			return false, err
+			return false, instanceError{err}
 		}
 		if r.beforeAppend != nil {
 			r.beforeAppend(stream, input)
@@ -401,7 +407,9 @@ func (r *Runner[S]) Relay(ctx context.Context, id string) (sent int, err error) 
 // with a horizon), then applies each due timer, earliest first, as an input
 // with a deterministic id. When the index has let timers go (see [Config])
 // and the first of them is due, it re-reads $all for them, as often as
-// needed within the call.
+// needed within the call. A timer whose instance fails (its records, or
+// Decide) does not hold up the others: FireDue goes on, keeps it for the
+// next call and returns the errors joined; a store error ends the call.
 func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired int, err error) {
 	if err := r.store.WaitFor(ctx, through); err != nil {
 		return 0, fmt.Errorf("workflow: wait for %v: %w", through, err)
@@ -412,25 +420,41 @@ func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired 
 		return 0, err
 	}
 	now := r.clock.Now()
+	// Timers whose instance failed wait out of the index until the call
+	// ends, as if fired, then go back in for the next call.
+	var failed []*timerEntry
+	var errs []error
+	defer func() {
+		for _, e := range failed {
+			if _, ok := r.index.byName[timerName{e.stream, e.id}]; !ok { // else rescheduled meanwhile
+				r.index.schedule(e.timerKey, e.after, nil)
+			}
+		}
+	}()
 	for {
 		for {
-			k, ok := r.index.first()
-			if !ok || k.due.After(now) {
+			e := r.index.firstEntry()
+			if e == nil || e.due.After(now) {
 				break
 			}
-			id := k.stream[len(r.def.Name)+1:]
-			in := Input{ID: uuid.NewSHA1(ns, []byte(k.stream+"\x00timer\x00"+k.id)), Type: "workflow.timer-fired", Timer: k.id}
+			id := e.stream[len(r.def.Name)+1:]
+			in := Input{ID: uuid.NewSHA1(ns, []byte(e.stream+"\x00timer\x00"+e.id)), Type: "workflow.timer-fired", Timer: e.id}
 			applied, err := r.apply(ctx, id, in, now)
+			var ie instanceError
+			if err != nil && !errors.As(err, &ie) {
+				return fired, errors.Join(append(errs, err)...)
+			}
 			if err != nil {
-				return fired, err
+				errs = append(errs, err)
+				failed = append(failed, e)
 			}
 			if applied {
 				fired++
 			}
-			r.index.remove(timerName{k.stream, k.id})
+			r.index.remove(timerName{e.stream, e.id})
 		}
 		if r.index.unbounded || r.index.limit.due.After(now) {
-			return fired, nil
+			return fired, errors.Join(errs...)
 		}
 		// Every timer read that sorts below the limit is handled: read
 		// again, from the first timer let go, those at or above it, and
