@@ -84,10 +84,8 @@ func tickDef(name string) Definition[struct{}] {
 }
 
 type tickPlan struct {
-	due      map[string]int // stream|timer -> minutes, of timers that must fire
-	through  varve.Position
-	nTimers  int
-	canceled int
+	due     map[string]int // stream|timer -> minutes, of timers that must fire
+	through varve.Position
 }
 
 // tick schedules 24 timers on 12 instances at shuffled minutes 1..24,
