@@ -16,11 +16,14 @@
 //   - [Runner.FireDue] fires every scheduled, uncancelled, unfired timer
 //     whose due time is at or before the [Clock]'s now, as an input with a
 //     deterministic id: two processes, or a holder paused past its turn,
-//     fire it once.
+//     fire it once. Its timer index is in memory and bounded by
+//     [Config.TimerIndexCount] and [Config.TimerIndexBytes]: past either it
+//     keeps the earliest-due timers and, once the first timer it let go
+//     falls due, re-reads the timer records of $all for those at or after
+//     it; the index itself is rebuilt from $all by each new Runner.
 //
 // Not done yet: segmenting instances across processes with leases, a
-// persistent timer index (FireDue scans $all from the start once per
-// Runner), console and CLI views. See docs/workflows.md.
+// persistent timer index, console and CLI views. See docs/workflows.md.
 package workflow
 
 import (
@@ -28,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,6 +50,12 @@ const (
 
 // ErrInvalidDefinition is returned for a Definition missing a part.
 var ErrInvalidDefinition = errors.New("workflow: invalid definition")
+
+// instanceError is an error of one instance (its records, or Decide), not
+// of the store: FireDue goes on with the other timers.
+type instanceError struct{ error }
+
+func (e instanceError) Unwrap() error { return e.error }
 
 // ns is the namespace of the engine's deterministic (UUIDv5) ids.
 var ns = uuid.MustParse("6f1d7c52-3b57-4c47-9a43-5a0f8d0e7c11")
@@ -115,24 +125,55 @@ type Runner[S any] struct {
 	// beforeAppend, set by tests, runs after Decide and before the append.
 	beforeAppend func(stream string, in Input)
 
+	mu      sync.Mutex // FireDue's index
 	scanned varve.Position
-	timers  map[string]pendingTimer // key: stream + "\x00" + timer id
+	index   *timerIndex
+	rescans int
 }
 
-type pendingTimer struct {
-	stream, id string
-	due        time.Time
+// Defaults of [Config].
+const (
+	DefaultTimerIndexCount = 100_000
+	DefaultTimerIndexBytes = 16 << 20
+)
+
+// Config tunes a Runner; zero fields take the defaults.
+type Config struct {
+	// Clock tells FireDue the time; nil is the system clock.
+	Clock Clock
+	// TimerIndexCount and TimerIndexBytes bound the pending timers FireDue
+	// keeps in memory (defaults [DefaultTimerIndexCount] and
+	// [DefaultTimerIndexBytes]; an entry counts its stream and timer id
+	// plus about 160 bytes). One timer is kept whatever its size.
+	TimerIndexCount int
+	TimerIndexBytes int64
 }
 
-// NewRunner returns a runner; a nil clock is the system clock.
+// NewRunner returns a runner with the default [Config] and clock; a nil
+// clock is the system clock.
 func NewRunner[S any](store *varve.Store, def Definition[S], sender Sender, clock Clock) (*Runner[S], error) {
+	return NewRunnerConfig(store, def, sender, Config{Clock: clock})
+}
+
+// NewRunnerConfig returns a runner configured by cfg.
+func NewRunnerConfig[S any](store *varve.Store, def Definition[S], sender Sender, cfg Config) (*Runner[S], error) {
 	if def.Name == "" || def.Route == nil || def.Evolve == nil || def.Decide == nil {
 		return nil, fmt.Errorf("%w: name, Route, Evolve and Decide are required", ErrInvalidDefinition)
 	}
-	if clock == nil {
-		clock = systemClock{}
+	if cfg.TimerIndexCount < 0 || cfg.TimerIndexBytes < 0 {
+		return nil, fmt.Errorf("%w: negative timer index budget", varve.ErrInvalidArgument)
 	}
-	return &Runner[S]{store: store, def: def, sender: sender, clock: clock, timers: map[string]pendingTimer{}}, nil
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.TimerIndexCount == 0 {
+		cfg.TimerIndexCount = DefaultTimerIndexCount
+	}
+	if cfg.TimerIndexBytes == 0 {
+		cfg.TimerIndexBytes = DefaultTimerIndexBytes
+	}
+	return &Runner[S]{store: store, def: def, sender: sender, clock: cfg.Clock,
+		index: newTimerIndex(cfg.TimerIndexCount, cfg.TimerIndexBytes)}, nil
 }
 
 // Stream returns the stream of instance id.
@@ -185,7 +226,7 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 		case TypeInbox:
 			var rec inboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			in.Inputs[rec.Input] = true
 			if rec.Timer != "" {
@@ -194,19 +235,19 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 		case TypeOutbox:
 			var rec outboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			out = append(out, Command{ID: rec.ID, Instance: id, Type: rec.Type, Data: rec.Data})
 		case TypeSent:
 			var rec outboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			sent[rec.ID] = true
 		case TypeTimer, TypeTimerCancel:
 			var rec timerRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			if e.Type == TypeTimer {
 				in.Pending[rec.ID] = rec.Due
@@ -235,12 +276,13 @@ func (r *Runner[S]) Handle(ctx context.Context, e varve.RecordedEvent) error {
 	if !ok {
 		return nil
 	}
-	_, err := r.apply(ctx, id, Input{ID: e.ID, Type: e.Type, Data: e.Data})
+	_, err := r.apply(ctx, id, Input{ID: e.ID, Type: e.Type, Data: e.Data}, time.Time{})
 	return err
 }
 
-// apply reports whether this call appended the input.
-func (r *Runner[S]) apply(ctx context.Context, id string, input Input) (bool, error) {
+// apply reports whether this call appended the input. A timer input is
+// applied only if the instance has it pending and due at now.
+func (r *Runner[S]) apply(ctx context.Context, id string, input Input, now time.Time) (bool, error) {
 	stream := r.Stream(id)
 	for attempt := 0; ; attempt++ {
 		inst, err := r.Load(ctx, id)
@@ -251,17 +293,17 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input) (bool, er
 			return false, nil
 		}
 		if input.Timer != "" {
-			if _, ok := inst.Pending[input.Timer]; !ok {
-				return false, nil // cancelled
+			if due, ok := inst.Pending[input.Timer]; !ok || due.After(now) {
+				return false, nil // cancelled, fired, or rescheduled later
 			}
 		}
 		d, err := r.def.Decide(inst.State, input)
 		if err != nil {
-			return false, fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)
+			return false, instanceError{fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)}
 		}
 		evs, err := r.records(stream, input, d)
 		if err != nil {
-			return false, err
+			return false, instanceError{err}
 		}
 		if r.beforeAppend != nil {
 			r.beforeAppend(stream, input)
@@ -360,40 +402,110 @@ func (r *Runner[S]) Relay(ctx context.Context, id string) (sent int, err error) 
 }
 
 // FireDue fires the due timers of this workflow: it reads the timer
-// schedules appended to $all since its last call (waiting for through, the
-// position of the last append the caller knows of, on stores with a
-// horizon), then applies each due timer as an input with a deterministic id.
+// schedules and cancels appended to $all since its last call (waiting for
+// through, the position of the last append the caller knows of, on stores
+// with a horizon), then applies each due timer, earliest first, as an input
+// with a deterministic id. When the index has let timers go (see [Config])
+// and the first of them is due, it re-reads $all for them, as often as
+// needed within the call. A timer whose instance fails (its records, or
+// Decide) does not hold up the others: FireDue goes on, keeps it for the
+// next call and returns the errors joined; a store error ends the call.
 func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired int, err error) {
 	if err := r.store.WaitFor(ctx, through); err != nil {
 		return 0, fmt.Errorf("workflow: wait for %v: %w", through, err)
 	}
-	f := varve.Filter{Categories: []string{r.def.Name}, Types: []string{TypeTimer}}
-	for e, err := range r.store.ReadAll(ctx, r.scanned, f) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.scan(ctx, r.scanned, varve.Start, nil); err != nil {
+		return 0, err
+	}
+	now := r.clock.Now()
+	// Timers whose instance failed wait out of the index until the call
+	// ends, as if fired, then go back in for the next call.
+	var failed []*timerEntry
+	var errs []error
+	defer func() {
+		for _, e := range failed {
+			if _, ok := r.index.byName[timerName{e.stream, e.id}]; !ok { // else rescheduled meanwhile
+				r.index.schedule(e.timerKey, e.after, nil)
+			}
+		}
+	}()
+	for {
+		for {
+			e := r.index.firstEntry()
+			if e == nil || e.due.After(now) {
+				break
+			}
+			id := e.stream[len(r.def.Name)+1:]
+			in := Input{ID: uuid.NewSHA1(ns, []byte(e.stream+"\x00timer\x00"+e.id)), Type: "workflow.timer-fired", Timer: e.id}
+			applied, err := r.apply(ctx, id, in, now)
+			var ie instanceError
+			if err != nil && !errors.As(err, &ie) {
+				return fired, errors.Join(append(errs, err)...)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				failed = append(failed, e)
+			}
+			if applied {
+				fired++
+			}
+			r.index.remove(timerName{e.stream, e.id})
+		}
+		if r.index.unbounded || r.index.limit.due.After(now) {
+			return fired, errors.Join(errs...)
+		}
+		// Every timer read that sorts below the limit is handled: read
+		// again, from the first timer let go, those at or above it, and
+		// whatever came since.
+		floor, floorPos, from := r.index.limit, r.scanned, r.index.from
+		r.index.reset()
+		r.rescans++
+		if err := r.scan(ctx, from, floorPos, &floor); err != nil {
+			return fired, err
+		}
+	}
+}
+
+// scan reads this workflow's timer records after from into the index; a
+// schedule at or before floorPos that sorts below floor is skipped.
+func (r *Runner[S]) scan(ctx context.Context, from, floorPos varve.Position, floor *timerKey) error {
+	f := varve.Filter{Categories: []string{r.def.Name}, Types: []string{TypeTimer, TypeTimerCancel}}
+	after := from
+	for e, err := range r.store.ReadAll(ctx, from, f) {
 		if err != nil {
-			return 0, fmt.Errorf("workflow: scan timers: %w", err)
+			return fmt.Errorf("workflow: scan timers: %w", err)
 		}
 		var rec timerRec
 		if err := json.Unmarshal(e.Data, &rec); err != nil {
-			return 0, fmt.Errorf("workflow: %s@%d: %w", e.Stream, e.Version, err)
+			return fmt.Errorf("workflow: %s@%d: %w", e.Stream, e.Version, err)
 		}
-		r.timers[e.Stream+"\x00"+rec.ID] = pendingTimer{stream: e.Stream, id: rec.ID, due: rec.Due}
-		r.scanned = e.Position
+		if e.Type == TypeTimerCancel {
+			r.index.remove(timerName{e.Stream, rec.ID})
+		} else {
+			fl := floor
+			if floorPos.Less(e.Position) {
+				fl = nil
+			}
+			r.index.schedule(timerKey{due: rec.Due, stream: e.Stream, id: rec.ID}, after, fl)
+		}
+		after, r.scanned = e.Position, e.Position
 	}
-	now := r.clock.Now()
-	for k, t := range r.timers {
-		if t.due.After(now) {
-			continue
-		}
-		id := t.stream[len(r.def.Name)+1:]
-		in := Input{ID: uuid.NewSHA1(ns, []byte(t.stream+"\x00timer\x00"+t.id)), Type: "workflow.timer-fired", Timer: t.id}
-		applied, err := r.apply(ctx, id, in)
-		if err != nil {
-			return fired, err
-		}
-		if applied {
-			fired++
-		}
-		delete(r.timers, k)
-	}
-	return fired, nil
+	return nil
+}
+
+// TimerIndexStats describes FireDue's in-memory timer index.
+type TimerIndexStats struct {
+	Timers   int   // pending timers held
+	Bytes    int64 // their estimated size
+	Complete bool  // false when timers beyond the budget were let go
+	Rescans  int   // re-reads of $all for timers let go, since NewRunner
+}
+
+// TimerIndex returns the state of FireDue's timer index.
+func (r *Runner[S]) TimerIndex() TimerIndexStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return TimerIndexStats{Timers: r.index.len(), Bytes: r.index.bytes, Complete: r.index.unbounded, Rescans: r.rescans}
 }
