@@ -22,8 +22,15 @@
 //     falls due, re-reads the timer records of $all for those at or after
 //     it; the index itself is rebuilt from $all by each new Runner.
 //
+// [Inspect], [List], [Retry] and [Cancel] are the operator's view and
+// actions (varve workflows): a Decide that fails is recorded as the
+// instance's last error; a retry request is applied by Handle when its
+// subscription reads the workflow's own category; a cancelled instance
+// takes no input and relays no command.
+//
 // Not done yet: segmenting instances across processes with leases, a
-// persistent timer index, console and CLI views. See docs/workflows.md.
+// persistent timer index, HTTP routes and a console page. See
+// docs/workflows.md.
 package workflow
 
 import (
@@ -31,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,12 +214,18 @@ type Instance[S any] struct {
 	Inputs  map[uuid.UUID]bool
 	Unsent  []Command
 	Pending map[string]time.Time // scheduled timers neither cancelled nor fired
+	// Cancelled is set by an operator's Cancel: the instance takes no input.
+	Cancelled bool
+	// failed holds the inputs that failed and are not handled yet, and the
+	// retry requests made of each.
+	failed  map[uuid.UUID]failedRec
+	retries map[uuid.UUID]int
 }
 
 // Load reads the instance stream of id.
 func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 	stream := r.Stream(id)
-	in := &Instance[S]{Inputs: map[uuid.UUID]bool{}, Pending: map[string]time.Time{}}
+	in := &Instance[S]{Inputs: map[uuid.UUID]bool{}, Pending: map[string]time.Time{}, failed: map[uuid.UUID]failedRec{}, retries: map[uuid.UUID]int{}}
 	sent := map[uuid.UUID]bool{}
 	var out []Command
 	for e, err := range r.store.ReadStream(ctx, stream) {
@@ -229,9 +243,24 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
 			}
 			in.Inputs[rec.Input] = true
+			delete(in.failed, rec.Input)
 			if rec.Timer != "" {
 				delete(in.Pending, rec.Timer)
 			}
+		case TypeFailed, TypeRetryRequested:
+			var rec failedRec
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
+			}
+			switch {
+			case in.Inputs[rec.Input]:
+			case e.Type == TypeFailed:
+				in.failed[rec.Input] = rec
+			default:
+				in.retries[rec.Input]++
+			}
+		case TypeCancelled:
+			in.Cancelled = true
 		case TypeOutbox:
 			var rec outboxRec
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
@@ -258,6 +287,10 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 			in.State = r.def.Evolve(in.State, &e)
 		}
 	}
+	if in.Cancelled {
+		clear(in.Pending)
+		return in, nil
+	}
 	for _, c := range out {
 		if !sent[c.ID] {
 			in.Unsent = append(in.Unsent, c)
@@ -271,7 +304,12 @@ func derive(stream string, input uuid.UUID, part string) uuid.UUID {
 }
 
 // Handle applies an input event to its instance (a subscription handler).
+// An operator's retry request (Retry), read from the workflow's own
+// category, applies the failed input it names again.
 func (r *Runner[S]) Handle(ctx context.Context, e varve.RecordedEvent) error {
+	if e.Type == TypeRetryRequested && strings.HasPrefix(e.Stream, r.def.Name+"-") {
+		return r.retry(ctx, strings.TrimPrefix(e.Stream, r.def.Name+"-"), e.Data)
+	}
 	id, ok := r.def.Route(&e)
 	if !ok {
 		return nil
@@ -289,7 +327,7 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input, now time.
 		if err != nil {
 			return false, err
 		}
-		if inst.Inputs[input.ID] {
+		if inst.Inputs[input.ID] || inst.Cancelled {
 			return false, nil
 		}
 		if input.Timer != "" {
@@ -299,7 +337,8 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input, now time.
 		}
 		d, err := r.def.Decide(inst.State, input)
 		if err != nil {
-			return false, instanceError{fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)}
+			err = instanceError{fmt.Errorf("workflow: %s: decide %s: %w", stream, input.Type, err)}
+			return false, r.recordFailure(ctx, stream, inst, input, err)
 		}
 		evs, err := r.records(stream, input, d)
 		if err != nil {

@@ -210,7 +210,7 @@ or a --max-* bound exceeded; 2 bad usage; 130 interrupted. docs/lab.md has the d
 	}
 	root.SetFlagErrorFunc(labFlagError)
 	root.AddCommand(versionCmd(), benchCmd(), loadtestCmd(), deliverBenchCmd(), parkedCmd(), matrixCmd(), soakCmd())
-	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd(), initCmd(), appendCmd(), retentionCmd())
+	root.AddCommand(serveCmd(), streamsCmd(), allCmd(), subsCmd(), cdcCmd(), projectionsCmd(), initCmd(), appendCmd(), retentionCmd(), workflowsCmd())
 	root.AddCommand(eraseCmd(), erasuresCmd(), keysCmd(), verifyCmd())
 	groupCommands(root)
 	markStarted(root, started)
