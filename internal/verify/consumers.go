@@ -43,6 +43,9 @@ type Consumed struct {
 	// Restarts counts the times its Run returned an error (a server away)
 	// and it was started again from its checkpoint.
 	Restarts int
+	// Runs counts a delivery's dispatchers started: one per segment, and
+	// one more each time a segment changed hands or restarted.
+	Runs int
 }
 
 // Defaults and bounds of the consumers.
@@ -150,6 +153,9 @@ func startDelivery(ctx context.Context, wg *sync.WaitGroup, s *varve.Store, cfg 
 		wg.Go(func() {
 			c.keep(ctx, func(ctx context.Context) error {
 				return subscription.RunWith(ctx, s, sc, func(ctx context.Context, sub *subscription.Subscription) error {
+					c.mu.Lock()
+					c.c.Runs++
+					c.mu.Unlock()
 					d, err := delivery.New(sub, sink, delivery.Config{Concurrency: 4, CheckpointInterval: 50 * time.Millisecond})
 					if err != nil {
 						return err
@@ -194,6 +200,7 @@ func checkConsumed(c *Consumed, want []varve.RecordedEvent, r *Result, bad func(
 	switch what {
 	case "delivery":
 		r.Delivered += len(c.Handled)
+		r.DeliveryRuns += c.Runs
 	case "projection":
 		r.Projected += len(c.Handled)
 	}

@@ -138,11 +138,14 @@ type Result struct {
 	Events        int    `json:"events"`         // of the run in $all at the end
 	ReaderEvents  int    `json:"reader_events"`  // events the readers saw, in all
 	// Delivered counts the events the delivery handed to its handler,
-	// Redelivered those of them handed over again; Projected the events
-	// the projection applied; ConsumerRestarts the times a consumer
-	// failed (a server away) and started again from its checkpoint.
+	// Redelivered those of them handed over again, DeliveryRuns the
+	// segments' dispatchers started (more than the segments: segments
+	// changed hands or restarted); Projected the events the projection
+	// applied; ConsumerRestarts the times a consumer failed (a server
+	// away) and started again from its checkpoint.
 	Delivered        int `json:"delivered"`
 	Redelivered      int `json:"redelivered"`
+	DeliveryRuns     int `json:"delivery_runs"`
 	Projected        int `json:"projected"`
 	ConsumerRestarts int `json:"consumer_restarts"`
 	// NotRun names the consumers asked for that did not run, and why.
