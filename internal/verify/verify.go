@@ -202,8 +202,12 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 
 	// The consumers start before the writers, and stop once they have
 	// handled the log through its end (or a minute after the writers
-	// stopped).
-	cctx, stopConsumers := context.WithCancel(ctx)
+	// stopped), or when ctx ends. Their context has no deadline, so that
+	// a backend bounds each of their requests by its own timeout (NATS's
+	// RequestTimeout): a request lost in a fault then fails and is tried
+	// again, instead of waiting until ctx's deadline.
+	cctx, stopConsumers := context.WithCancel(context.WithoutCancel(ctx))
+	defer context.AfterFunc(ctx, stopConsumers)()
 	var cg sync.WaitGroup
 	defer func() {
 		stopConsumers()
