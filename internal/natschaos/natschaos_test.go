@@ -178,9 +178,9 @@ func report(t *testing.T, name string, d *natschaos.Driver, res verify.Result, u
 		slices.Sort(us)
 		t.Logf("%s %-14s n=%d unavailable p50=%v max=%v", name, k, len(us), us[len(us)/2].Round(time.Millisecond), us[len(us)-1].Round(time.Millisecond))
 	}
-	fmt.Printf("natschaos %s seed %d: %d faults, %d acknowledged, %d refused, %d unknown (%d of them stored), %d events verified, readers saw %d, delivered %d (%d again), projected %d, consumer restarts %d\n",
+	fmt.Printf("natschaos %s seed %d: %d faults, %d acknowledged, %d refused, %d unknown (%d of them stored), %d events verified, readers saw %d, delivered %d (%d again) by %d segment runs, projected %d, consumer restarts %d\n",
 		name, d.Seed, faults, res.Acknowledged, res.Refused, res.Unknown, res.UnknownStored, res.Events, res.ReaderEvents,
-		res.Delivered, res.Redelivered, res.Projected, res.ConsumerRestarts)
+		res.Delivered, res.Redelivered, res.DeliveryRuns, res.Projected, res.ConsumerRestarts)
 	if !res.OK() {
 		t.Fatalf("anomalies on %s (seed %d, checker seed %d):\n%s", name, d.Seed, res.Seed, strings.Join(res.Anomalies, "\n"))
 	}
