@@ -295,12 +295,15 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 	}
 	timer := time.AfterFunc(time.Minute, stopReaders)
 	if err == nil {
-		wctx, cancel := context.WithTimeout(ctx, consumerWait)
+		// A minute at most, without a deadline (see above).
+		wctx, cancel := context.WithCancel(cctx)
+		t := time.AfterFunc(consumerWait, cancel)
 		for _, c := range []*consumer{dl, pj} {
 			if c != nil {
 				c.caughtUp(wctx, last)
 			}
 		}
+		t.Stop()
 		cancel()
 	}
 	stopConsumers()
