@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/internal/verify"
 )
@@ -19,7 +20,7 @@ func verifyCmd() *cobra.Command {
 		out              opsOutput
 	)
 	cmd := &cobra.Command{
-		Use:   "verify [--duration D] [--writers N] [--streams N] [--seed S]",
+		Use:   "verify [--duration D] [--writers N] [--streams N] [--seed S] [--delivery-segments N] [--projection]",
 		Short: "Check the store's promises under your own faults: writers, readers, then the whole log",
 		Long: `verify runs writers that append with expected versions to shared streams (so that
 they conflict) and record each append as acknowledged, refused or of unknown outcome,
@@ -29,9 +30,19 @@ no refused one is, an unknown one at most once; positions increase; each stream'
 versions have no gap; every reader saw its part of $all whole and in order. Kill,
 pause or fail over servers while it runs: that is what it is for. It writes events of
 two categories of its own ("verify<run>a", "verify<run>b") into the store, and
-leaves them there. --seed replays the writers' choices. It prints the figures, the
-time from the first failed append to the next acknowledged one, and the first 20
-anomalies; any anomaly exits 1.` + opsStoreHelp,
+leaves them there. --seed replays the writers' choices.
+
+--delivery-segments N also runs a delivery of the run's events to a handler in
+this process, split into N segments under leases held by two holders (as two
+processes would; the store must keep leases and list checkpoints, and keeps the
+segments' checkpoints), and --projection a projection of them (its checkpoint in
+memory). They run from before the writers start until they have handled the log
+through its end; then every event must have been delivered at least once, each
+stream's in version order (again only as a redelivery, counted), and projected
+exactly once, in $all's order.
+
+It prints the figures, the time from the first failed append to the next
+acknowledged one, and the first 20 anomalies; any anomaly exits 1.` + opsStoreHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.validate(); err != nil {
@@ -39,6 +50,12 @@ anomalies; any anomaly exits 1.` + opsStoreHelp,
 			}
 			if cfg.Writers < 1 || cfg.Streams < 1 || cfg.Duration <= 0 || appendTimeoutStr <= 0 {
 				return usagef("--writers, --streams, --duration and --append-timeout must be positive")
+			}
+			if err := countFlag("delivery-segments", cfg.DeliverySegments, 0, verify.MaxDeliverySegments); err != nil {
+				return err
+			}
+			if cfg.LeaseTTL < varve.MinLeaseTTL || cfg.LeaseTTL > varve.MaxLeaseTTL {
+				return usagef("--lease-ttl %s: want %s to %s", cfg.LeaseTTL, varve.MinLeaseTTL, varve.MaxLeaseTTL)
 			}
 			cfg.AppendTimeout = appendTimeoutStr
 			t, err := resolveExisting(cmd, store)
@@ -70,6 +87,9 @@ anomalies; any anomaly exits 1.` + opsStoreHelp,
 	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long the writers write")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "the seed of the writers' choices (0: a random one, printed)")
 	f.DurationVar(&appendTimeoutStr, "append-timeout", 10*time.Second, "past this an append's outcome is unknown")
+	f.IntVar(&cfg.DeliverySegments, "delivery-segments", 0, fmt.Sprintf("run a delivery of the run's events in this many segments under leases (0: none, at most %d)", verify.MaxDeliverySegments))
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", verify.DefaultLeaseTTL, "the delivery's lease ttl: segments change hands within it")
+	f.BoolVar(&cfg.Projection, "projection", false, "run a projection of the run's events")
 	out.register(f, false)
 	return cmd
 }
@@ -79,6 +99,13 @@ func printVerify(w io.Writer, r verify.Result) error {
 	fmt.Fprintf(w, "appends: %d acknowledged, %d refused (conflicts), %d of unknown outcome (%d of them stored)\n",
 		r.Acknowledged, r.Refused, r.Unknown, r.UnknownStored)
 	fmt.Fprintf(w, "$all holds %d events of the run; the readers saw %d\n", r.Events, r.ReaderEvents)
+	if r.DeliveryRuns > 0 || r.Projected > 0 || r.ConsumerRestarts > 0 {
+		fmt.Fprintf(w, "consumers: %d events delivered (%d of them again) by %d segment runs, %d projected; %d restarts after a failure\n",
+			r.Delivered, r.Redelivered, r.DeliveryRuns, r.Projected, r.ConsumerRestarts)
+	}
+	for _, n := range r.NotRun {
+		fmt.Fprintf(w, "not run: %s\n", termtext.Escape(n))
+	}
 	if r.LongestUnavailable > 0 {
 		fmt.Fprintf(w, "unavailable: %v after the first failure, %v at the longest\n", r.FirstUnavailable.Round(time.Millisecond), r.LongestUnavailable.Round(time.Millisecond))
 	}

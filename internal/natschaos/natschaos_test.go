@@ -114,11 +114,12 @@ func probe(s *varve.Store) func(context.Context) error {
 }
 
 // underFaults runs the checker of package verify (writers with conflicts
-// and unknown outcomes, readers of $all and of a category) on a store of
-// the cluster while n faults, drawn from the seed (or given as kinds), are
+// and unknown outcomes, readers of $all and of a category; with consumers,
+// a delivery in 3 segments and a projection too) on a store of the
+// cluster while n faults, drawn from the seed (or given as kinds), are
 // made one after the other; it returns the checker's result and the
 // unavailability per fault kind.
-func underFaults(t *testing.T, d *natschaos.Driver, s *varve.Store, n int, kinds ...natschaos.Kind) (verify.Result, map[natschaos.Kind][]time.Duration) {
+func underFaults(t *testing.T, d *natschaos.Driver, s *varve.Store, n int, consumers bool, kinds ...natschaos.Kind) (verify.Result, map[natschaos.Kind][]time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
@@ -132,7 +133,11 @@ func underFaults(t *testing.T, d *natschaos.Driver, s *varve.Store, n int, kinds
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := verify.Run(ctx, s, verify.Config{Writers: 4, Streams: 8, Stop: stop, AppendTimeout: 3 * time.Second})
+		cfg := verify.Config{Writers: 4, Streams: 8, Stop: stop, AppendTimeout: 3 * time.Second}
+		if consumers {
+			cfg.DeliverySegments, cfg.Projection = 3, true
+		}
+		res, err := verify.Run(ctx, s, cfg)
 		done <- outcome{res, err}
 	}()
 	unavail := map[natschaos.Kind][]time.Duration{}
@@ -155,6 +160,9 @@ func underFaults(t *testing.T, d *natschaos.Driver, s *varve.Store, n int, kinds
 		t.Fatal(o.err)
 	}
 	t.Logf("checker done in %v", o.res.Elapsed)
+	if consumers && (len(o.res.NotRun) > 0 || o.res.Delivered < o.res.Events || o.res.Projected != o.res.Events) {
+		t.Fatalf("a consumer did not run, or not over every event: %+v", o.res)
+	}
 	return o.res, unavail
 }
 
@@ -170,8 +178,9 @@ func report(t *testing.T, name string, d *natschaos.Driver, res verify.Result, u
 		slices.Sort(us)
 		t.Logf("%s %-14s n=%d unavailable p50=%v max=%v", name, k, len(us), us[len(us)/2].Round(time.Millisecond), us[len(us)-1].Round(time.Millisecond))
 	}
-	fmt.Printf("natschaos %s seed %d: %d faults, %d acknowledged, %d refused, %d unknown (%d of them stored), %d events verified, readers saw %d\n",
-		name, d.Seed, faults, res.Acknowledged, res.Refused, res.Unknown, res.UnknownStored, res.Events, res.ReaderEvents)
+	fmt.Printf("natschaos %s seed %d: %d faults, %d acknowledged, %d refused, %d unknown (%d of them stored), %d events verified, readers saw %d, delivered %d (%d again) by %d segment runs, projected %d, consumer restarts %d\n",
+		name, d.Seed, faults, res.Acknowledged, res.Refused, res.Unknown, res.UnknownStored, res.Events, res.ReaderEvents,
+		res.Delivered, res.Redelivered, res.DeliveryRuns, res.Projected, res.ConsumerRestarts)
 	if !res.OK() {
 		t.Fatalf("anomalies on %s (seed %d, checker seed %d):\n%s", name, d.Seed, res.Seed, strings.Join(res.Anomalies, "\n"))
 	}
@@ -188,7 +197,7 @@ func TestFaults(t *testing.T) {
 	srv := servers(t)[0]
 	d := start(t, srv)
 	s := open(t, d.Cluster.URLs(), 3)
-	res, unavail := underFaults(t, d, s, 2, natschaos.KillLeader, natschaos.KillFollower)
+	res, unavail := underFaults(t, d, s, 2, false, natschaos.KillLeader, natschaos.KillFollower)
 	report(t, srv.name, d, res, unavail)
 }
 
@@ -207,7 +216,7 @@ func TestChaosLong(t *testing.T) {
 		t.Run(srv.name, func(t *testing.T) {
 			d := start(t, srv)
 			s := open(t, d.Cluster.URLs(), 3)
-			res, unavail := underFaults(t, d, s, n)
+			res, unavail := underFaults(t, d, s, n, true)
 			report(t, srv.name, d, res, unavail)
 		})
 	}

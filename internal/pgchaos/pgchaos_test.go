@@ -393,8 +393,9 @@ func TestCancelledSyncWait(t *testing.T) {
 }
 
 // TestVerifyUnderFaults runs the checker of package verify (writers with
-// conflicts, readers of $all and of a category) through the driver's
-// faults, one after the other, with a synchronous standby: no anomaly.
+// conflicts, readers of $all and of a category, a delivery in 3 segments
+// and a projection) through the driver's faults, one after the other,
+// with a synchronous standby: no anomaly.
 // Opt-in (VARVE_CHAOS=long, VARVE_CHAOS_FAULTS faults, default 6).
 func TestVerifyUnderFaults(t *testing.T) {
 	if os.Getenv("VARVE_CHAOS") != "long" {
@@ -415,7 +416,8 @@ func TestVerifyUnderFaults(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := verify.Run(ctx, s, verify.Config{Writers: 4, Streams: 8, Stop: stopWriters, AppendTimeout: 5 * time.Second})
+		res, err := verify.Run(ctx, s, verify.Config{Writers: 4, Streams: 8, Stop: stopWriters, AppendTimeout: 5 * time.Second,
+			DeliverySegments: 3, Projection: true})
 		done <- outcome{res, err}
 	}()
 	kinds := map[string][]time.Duration{}
@@ -440,7 +442,7 @@ func TestVerifyUnderFaults(t *testing.T) {
 	if !o.res.OK() {
 		t.Fatalf("anomalies (seed %d):\n%v", o.res.Seed, o.res.Anomalies)
 	}
-	if o.res.Acknowledged == 0 {
-		t.Fatal("no acknowledged append: the run proves nothing")
+	if o.res.Acknowledged == 0 || o.res.Delivered < o.res.Events || o.res.Projected != o.res.Events {
+		t.Fatalf("no acknowledged append, or a consumer that did not run: the run proves nothing: %+v", o.res)
 	}
 }

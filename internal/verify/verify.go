@@ -13,6 +13,16 @@
 //   - every reader saw its filter's part of $all whole, in order, with
 //     nothing skipped or repeated.
 //
+// Two consumers may run too, from before the writers start until they have
+// handled the log through its end: a delivery split into segments under
+// leases ([Config.DeliverySegments]) must have handed each of the run's
+// events to its handler at least once, each stream's in version order
+// (an event handed over again, after a segment changed hands or its
+// dispatcher restarted, counts as redelivered); a projection
+// ([Config.Projection]) must have applied each exactly once, in $all's
+// order. A backend without what a consumer needs runs without it, and the
+// Result says why.
+//
 // The run owns two categories named for its id, so other writers of the
 // same store are left out of every check. Faults are the caller's: a test
 // that kills servers, or an operator's own drill, while Run runs.
@@ -56,6 +66,22 @@ type Config struct {
 	// is unknown. It bounds each page a reader reads too: a request in
 	// flight to a server that dies may get no answer at all.
 	AppendTimeout time.Duration
+	// DeliverySegments, when more than 0, runs a delivery of the run's
+	// events to an in-process handler, split into that many segments (1:
+	// one) under leases held by two holders in this process, as two
+	// processes would hold them; at most MaxDeliverySegments. The store
+	// must keep leases and list checkpoints; the segments' checkpoints and
+	// leases stay in it, named "verify<Run>-delivery...".
+	DeliverySegments int
+	// LeaseTTL is the delivery's lease TTL (default DefaultLeaseTTL): a
+	// segment changes hands, or is taken over from a holder whose renewals
+	// fail, within it.
+	LeaseTTL time.Duration
+	// Projection runs a projection of the run's events whose checkpoint
+	// is kept in memory.
+	Projection bool
+
+	skip int // tests: each consumer drops the skip-th event handed to it
 }
 
 // Outcome is what a writer learned of one append.
@@ -96,19 +122,35 @@ type History struct {
 	Log []varve.RecordedEvent
 	// Category of a stream, as the store names it.
 	Category func(stream string) string
+	// Delivery and Projection are what the consumers handled; nil for one
+	// that did not run.
+	Delivery, Projection *Consumed
 }
 
 // Result is a run's figures and what Check found wrong.
 type Result struct {
-	Seed          uint64        `json:"seed"`
-	Run           string        `json:"run"`
-	Acknowledged  int           `json:"acknowledged"`
-	Refused       int           `json:"refused"`
-	Unknown       int           `json:"unknown"`
-	UnknownStored int           `json:"unknown_stored"` // unknown appends found in $all
-	Events        int           `json:"events"`         // of the run in $all at the end
-	ReaderEvents  int           `json:"reader_events"`  // events the readers saw, in all
-	Elapsed       time.Duration `json:"elapsed_ns"`
+	Seed          uint64 `json:"seed"`
+	Run           string `json:"run"`
+	Acknowledged  int    `json:"acknowledged"`
+	Refused       int    `json:"refused"`
+	Unknown       int    `json:"unknown"`
+	UnknownStored int    `json:"unknown_stored"` // unknown appends found in $all
+	Events        int    `json:"events"`         // of the run in $all at the end
+	ReaderEvents  int    `json:"reader_events"`  // events the readers saw, in all
+	// Delivered counts the events the delivery handed to its handler,
+	// Redelivered those of them handed over again, DeliveryRuns the
+	// segments' dispatchers started (more than the segments: segments
+	// changed hands or restarted); Projected the events the projection
+	// applied; ConsumerRestarts the times a consumer failed (a server
+	// away) and started again from its checkpoint.
+	Delivered        int `json:"delivered"`
+	Redelivered      int `json:"redelivered"`
+	DeliveryRuns     int `json:"delivery_runs"`
+	Projected        int `json:"projected"`
+	ConsumerRestarts int `json:"consumer_restarts"`
+	// NotRun names the consumers asked for that did not run, and why.
+	NotRun  []string      `json:"not_run,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
 	// From a writer's first failed append to its next acknowledged one:
 	// the first such span, and the longest.
 	FirstUnavailable   time.Duration `json:"first_unavailable_ns"`
@@ -142,6 +184,13 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 	if cfg.Run == "" {
 		cfg.Run = strconv.FormatUint(rand.Uint64()%1e9, 36)
 	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.DeliverySegments < 0 || cfg.DeliverySegments > MaxDeliverySegments || cfg.LeaseTTL < varve.MinLeaseTTL || cfg.LeaseTTL > varve.MaxLeaseTTL {
+		return Result{Seed: cfg.Seed, Run: cfg.Run}, fmt.Errorf("verify: %w: %d delivery segments (0..%d), lease ttl %s",
+			varve.ErrInvalidArgument, cfg.DeliverySegments, MaxDeliverySegments, cfg.LeaseTTL)
+	}
 	start := time.Now()
 	cats := []string{"verify" + cfg.Run + "a", "verify" + cfg.Run + "b"}
 	sep := s.Config().CategorySeparator
@@ -150,6 +199,35 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 		streams[i] = cats[i%2] + sep + strconv.Itoa(i)
 	}
 	filters := map[string]varve.Filter{"all": {Categories: cats}, "category": {Categories: cats[:1]}}
+
+	// The consumers start before the writers, and stop once they have
+	// handled the log through its end (or a minute after the writers
+	// stopped), or when ctx ends. Their context has no deadline, so that
+	// a backend bounds each of their requests by its own timeout (NATS's
+	// RequestTimeout): a request lost in a fault then fails and is tried
+	// again, instead of waiting until ctx's deadline.
+	cctx, stopConsumers := context.WithCancel(context.WithoutCancel(ctx))
+	defer context.AfterFunc(ctx, stopConsumers)()
+	var cg sync.WaitGroup
+	defer func() {
+		stopConsumers()
+		cg.Wait()
+	}()
+	var notRun []string
+	var dl, pj *consumer
+	if cfg.DeliverySegments > 0 {
+		if why := deliveryLacks(s); why != "" {
+			notRun = append(notRun, "delivery: "+why)
+		} else {
+			dl = startDelivery(cctx, &cg, s, cfg, filters["all"])
+		}
+	}
+	if cfg.Projection {
+		var err error
+		if pj, err = startProjection(cctx, &cg, s, cfg, filters["all"]); err != nil {
+			return Result{Seed: cfg.Seed, Run: cfg.Run}, err
+		}
+	}
 
 	wctx, stopWriters := context.WithCancel(ctx)
 	defer stopWriters()
@@ -216,17 +294,37 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 		ends[i] <- end
 	}
 	timer := time.AfterFunc(time.Minute, stopReaders)
+	if err == nil {
+		// A minute at most, without a deadline (see above).
+		wctx, cancel := context.WithCancel(cctx)
+		t := time.AfterFunc(consumerWait, cancel)
+		for _, c := range []*consumer{dl, pj} {
+			if c != nil {
+				c.caughtUp(wctx, last)
+			}
+		}
+		t.Stop()
+		cancel()
+	}
+	stopConsumers()
+	cg.Wait()
 	rg.Wait()
 	timer.Stop()
 	if err != nil {
 		return Result{Seed: cfg.Seed, Run: cfg.Run}, fmt.Errorf("verify: the end of $all: %w", err)
 	}
 	h := History{Log: logEvents, Observations: obs, Category: s.Category}
+	if dl != nil {
+		h.Delivery = &dl.c
+	}
+	if pj != nil {
+		h.Projection = &pj.c
+	}
 	for _, a := range appends {
 		h.Appends = append(h.Appends, a...)
 	}
 	res := Check(h)
-	res.Seed, res.Run, res.Elapsed = cfg.Seed, cfg.Run, time.Since(start)
+	res.Seed, res.Run, res.Elapsed, res.NotRun = cfg.Seed, cfg.Run, time.Since(start), notRun
 	for _, g := range gaps {
 		for _, d := range g {
 			if res.FirstUnavailable == 0 {
@@ -449,13 +547,7 @@ func Check(h History) Result {
 	}
 	for _, o := range h.Observations {
 		r.ReaderEvents += len(o.IDs)
-		// The reference: the log's events that pass the reader's filter.
-		var want []uuid.UUID
-		for _, e := range h.Log {
-			if h.Category == nil || slices.Contains(o.Filter.Categories, h.Category(e.Stream)) || len(o.Filter.Categories) == 0 {
-				want = append(want, e.ID)
-			}
-		}
+		want := part(h, o.Filter)
 		if len(o.IDs) < len(want) {
 			bad("reader %s: read %d of the %d events of its filter in $all", o.Reader, len(o.IDs), len(want))
 		}
@@ -464,11 +556,27 @@ func Check(h History) Result {
 				bad("reader %s: event %s at %v is not in $all at the end", o.Reader, id, o.Positions[i])
 				break
 			}
-			if want[i] != id {
-				bad("reader %s: its event %d is %s at %v, $all has %s there (skipped or reordered)", o.Reader, i, id, o.Positions[i], want[i])
+			if want[i].ID != id {
+				bad("reader %s: its event %d is %s at %v, $all has %s there (skipped or reordered)", o.Reader, i, id, o.Positions[i], want[i].ID)
 				break
 			}
 		}
 	}
+	for _, c := range []*Consumed{h.Delivery, h.Projection} {
+		if c != nil {
+			checkConsumed(c, part(h, c.Filter), &r, bad)
+		}
+	}
 	return r
+}
+
+// part is the log's events that pass f (by its categories).
+func part(h History, f varve.Filter) []varve.RecordedEvent {
+	var out []varve.RecordedEvent
+	for _, e := range h.Log {
+		if h.Category == nil || slices.Contains(f.Categories, h.Category(e.Stream)) || len(f.Categories) == 0 {
+			out = append(out, e)
+		}
+	}
+	return out
 }
