@@ -8,8 +8,10 @@ import (
 )
 
 // timerOverhead approximates the bytes one index entry holds besides its
-// stream and id strings: the entry, its two heap slots and its map entry.
-const timerOverhead = 160
+// stream and id strings: the entry, its two heap slots and its map entry
+// (100,000 entries of a 42-byte stream and a 7-byte id took 241 bytes each
+// of heap, go1.26 amd64).
+const timerOverhead = 192
 
 // timerKey orders timers by due time, then stream, then id.
 type timerKey struct {

@@ -152,7 +152,7 @@ type Config struct {
 	// TimerIndexCount and TimerIndexBytes bound the pending timers FireDue
 	// keeps in memory (defaults [DefaultTimerIndexCount] and
 	// [DefaultTimerIndexBytes]; an entry counts its stream and timer id
-	// plus about 160 bytes). One timer is kept whatever its size.
+	// plus about 190 bytes). One timer is kept whatever its size.
 	TimerIndexCount int
 	TimerIndexBytes int64
 }
