@@ -163,6 +163,22 @@ func (c *Cluster) signalGroup(sig syscall.Signal) error {
 // Promote makes a standby a primary (pg_promote, waiting for the end of
 // recovery).
 func (c *Cluster) Promote(ctx context.Context) error {
+	// pg_promote's wait can be cancelled by a conflict with recovery
+	// (SQLSTATE 40001) after it has signalled the promotion: the server is
+	// asked again until it says it is out of recovery.
+	for try := 0; ; try++ {
+		err := c.promote(ctx)
+		var pg *pgconn.PgError
+		if err == nil || !errors.As(err, &pg) || pg.Code != "40001" || try == 10 {
+			return err
+		}
+		if in, rerr := c.InRecovery(ctx); rerr == nil && !in {
+			return nil
+		}
+	}
+}
+
+func (c *Cluster) promote(ctx context.Context) error {
 	conn, err := pgconn.Connect(ctx, c.URL())
 	if err != nil {
 		return fmt.Errorf("pgcluster: promote: %w", err)

@@ -267,6 +267,16 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 	wg.Wait()
 	// The end of the log, and the log, are read again and again for a
 	// minute at most while a server is away.
+	// The log is read through the last acknowledged append at least: on a
+	// replicated NATS stream a lagging replica may answer LastPosition.
+	var acked varve.Position
+	for _, as := range appends {
+		for _, a := range as {
+			if a.Outcome == Acknowledged && acked.Less(a.Position) {
+				acked = a.Position
+			}
+		}
+	}
 	var last varve.Position
 	err := retry(ctx, cfg.AppendTimeout, func(ctx context.Context) (err error) {
 		if last, err = s.LastPosition(ctx); err == nil {
@@ -275,11 +285,17 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 		return err
 	})
 	var logEvents []varve.RecordedEvent
-	if err == nil {
+	// A read that ends before the last acknowledged append may have been
+	// answered by a lagging replica: it is read again for up to 10 s
+	// before the check calls what it misses lost.
+	for short := time.Now().Add(shortReadWait); err == nil; pause(ctx, 200*time.Millisecond) {
 		err = retry(ctx, 10*cfg.AppendTimeout, func(ctx context.Context) (err error) {
-			logEvents, err = readLog(ctx, s, filters["all"], last)
+			logEvents, err = readLog(ctx, s, filters["all"], laterOf(last, acked))
 			return err
 		})
+		if n := len(logEvents); err != nil || n > 0 && !logEvents[n-1].Position.Less(acked) || acked.IsZero() || time.Now().After(short) {
+			break
+		}
 	}
 	// Each reader stops at the last event of its filter: a filtered page
 	// may go no further than its own events.
@@ -441,6 +457,17 @@ func read(ctx context.Context, s *varve.Store, name string, f varve.Filter, time
 	}
 	return o
 }
+
+func laterOf(p, q varve.Position) varve.Position {
+	if p.Less(q) {
+		return q
+	}
+	return p
+}
+
+// shortReadWait bounds the re-reads of a log that ends before the last
+// acknowledged append.
+const shortReadWait = 10 * time.Second
 
 // retry calls f, each time with timeout, until it succeeds, ctx ends or a
 // minute has passed; the error is f's last.
