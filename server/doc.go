@@ -30,6 +30,7 @@
 //	GET  /api/v1/retention                           retention policies and the scavenger's last pass (package retention)
 //	PUT  /api/v1/retention, DELETE /api/v1/retention?stream=|category=   set or remove a policy (writes enabled)
 //	GET  /api/v1/erasures?subject=&limit=, POST /api/v1/erasures   erasure reports; erase a subject (writes enabled, the store's Opener a shred.Shredder)
+//	GET  /api/v1/workflows/{name}[/instances/{instance}], POST .../instances/{instance}/cancel|retry   workflow instances (package workflow); cancel or retry one (writes enabled)
 //	GET  /api/v1/reports, /api/v1/reports/{name}     the lab's HTML reports of Config.Reports
 //
 // Stream ids and names in a path are path-escaped ("a%2Fb" for "a/b").

@@ -29,8 +29,7 @@
 // takes no input and relays no command.
 //
 // Not done yet: segmenting instances across processes with leases, a
-// persistent timer index, HTTP routes and a console page. See
-// docs/workflows.md.
+// persistent timer index, a console page. See docs/workflows.md.
 package workflow
 
 import (
@@ -79,10 +78,10 @@ type Input struct {
 // Command is a command the workflow emits. ID is deterministic: the same
 // instance and input always produce the same id.
 type Command struct {
-	ID       uuid.UUID
-	Instance string
-	Type     string
-	Data     []byte
+	ID       uuid.UUID `json:"id"`
+	Instance string    `json:"instance"`
+	Type     string    `json:"type"`
+	Data     []byte    `json:"data,omitempty"`
 }
 
 // Sender delivers commands; it should deduplicate by Command.ID.
@@ -92,8 +91,8 @@ type Sender interface {
 
 // Timer schedules input Timer=ID at Due.
 type Timer struct {
-	ID  string
-	Due time.Time
+	ID  string    `json:"id"`
+	Due time.Time `json:"due"`
 }
 
 // Decision is what Decide returns for one input.
