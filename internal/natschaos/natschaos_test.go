@@ -311,7 +311,7 @@ func r1(t *testing.T, wipe bool) verify.Result {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := verify.Run(ctx, s, verify.Config{Writers: 2, Streams: 4, Stop: stop, AppendTimeout: 2 * time.Second})
+		res, err := verify.Run(ctx, s, verify.Config{Writers: 2, Streams: 4, Stop: stop, AppendTimeout: 2 * time.Second, LagWait: time.Second})
 		done <- outcome{res, err}
 	}()
 	for p, err := s.LastPosition(ctx); err != nil || p.Commit < 50; p, err = s.LastPosition(ctx) {

@@ -62,6 +62,10 @@ type Config struct {
 	// Run names the run's categories ("verify<Run>a", "verify<Run>b");
 	// default a random id.
 	Run string
+	// LagWait bounds the re-reads of a final log that ends before the last
+	// acknowledged append, as one answered by a lagging replica does
+	// (default 10 s); past it, what the log misses is lost.
+	LagWait time.Duration
 	// AppendTimeout bounds one append (default 10 s): past it, its outcome
 	// is unknown. It bounds each page a reader reads too: a request in
 	// flight to a server that dies may get no answer at all.
@@ -178,6 +182,9 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 	if cfg.AppendTimeout <= 0 {
 		cfg.AppendTimeout = 10 * time.Second
 	}
+	if cfg.LagWait <= 0 {
+		cfg.LagWait = 10 * time.Second
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
@@ -286,9 +293,9 @@ func Run(ctx context.Context, s *varve.Store, cfg Config) (Result, error) {
 	})
 	var logEvents []varve.RecordedEvent
 	// A read that ends before the last acknowledged append may have been
-	// answered by a lagging replica: it is read again for up to 10 s
-	// before the check calls what it misses lost.
-	for short := time.Now().Add(shortReadWait); err == nil; pause(ctx, 200*time.Millisecond) {
+	// answered by a lagging replica: it is read again for up to
+	// cfg.LagWait before the check calls what it misses lost.
+	for short := time.Now().Add(cfg.LagWait); err == nil; pause(ctx, 200*time.Millisecond) {
 		err = retry(ctx, 10*cfg.AppendTimeout, func(ctx context.Context) (err error) {
 			logEvents, err = readLog(ctx, s, filters["all"], laterOf(last, acked))
 			return err
@@ -464,10 +471,6 @@ func laterOf(p, q varve.Position) varve.Position {
 	}
 	return p
 }
-
-// shortReadWait bounds the re-reads of a log that ends before the last
-// acknowledged append.
-const shortReadWait = 10 * time.Second
 
 // retry calls f, each time with timeout, until it succeeds, ctx ends or a
 // minute has passed; the error is f's last.
