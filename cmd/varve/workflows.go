@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 	"github.com/varve-go/varve/workflow"
 )
@@ -32,6 +34,21 @@ func workflowsCmd() *cobra.Command {
 	return cmd
 }
 
+// onStore runs f on the store of --store; an error resolving or opening
+// it is f's.
+func onStore(cmd *cobra.Command, store string, f func(context.Context, *varve.Store) error) error {
+	t, err := resolveExisting(cmd, store)
+	if err != nil {
+		return err
+	}
+	s, err := openStore(cmd.Context(), t.URL)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return f(cmd.Context(), s)
+}
+
 func workflowsListCmd() *cobra.Command {
 	var (
 		store, after string
@@ -50,17 +67,11 @@ func workflowsListCmd() *cobra.Command {
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit %d: want 1 to 1000", limit)
 			}
-			t, err := resolveExisting(cmd, store)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
 			var page workflow.Page
-			s, err := openStore(ctx, t.URL)
-			if err == nil {
+			err := onStore(cmd, store, func(ctx context.Context, s *varve.Store) (err error) {
 				page, err = workflow.List(ctx, s, args[0], after, limit)
-				s.Close()
-			}
+				return err
+			})
 			if page.Instances == nil {
 				page.Instances = []workflow.Status{}
 			}
@@ -141,17 +152,11 @@ func workflowsShowCmd() *cobra.Command {
 			if err := out.validate(); err != nil {
 				return err
 			}
-			t, err := resolveExisting(cmd, store)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
 			var st workflow.Status
-			s, err := openStore(ctx, t.URL)
-			if err == nil {
+			err := onStore(cmd, store, func(ctx context.Context, s *varve.Store) (err error) {
 				st, err = workflow.Inspect(ctx, s, args[0])
-				s.Close()
-			}
+				return err
+			})
 			return out.finish(cmd, err, opsResult{value: st, text: func(w io.Writer) error { return printWorkflow(w, st) }})
 		},
 	}
@@ -259,17 +264,11 @@ func workflowsRetryCmd() *cobra.Command {
 			if err := out.validate(); err != nil {
 				return err
 			}
-			t, err := resolveExisting(cmd, store)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
 			var f workflow.Failure
-			s, err := openStore(ctx, t.URL)
-			if err == nil {
+			err := onStore(cmd, store, func(ctx context.Context, s *varve.Store) (err error) {
 				f, err = workflow.Retry(ctx, s, args[0])
-				s.Close()
-			}
+				return err
+			})
 			return out.finish(cmd, err, opsResult{
 				value: map[string]any{"stream": args[0], "action": "retry requested", "failure": f},
 				text: func(w io.Writer) error {
