@@ -69,7 +69,8 @@ failover-long: services
 
 # PostgreSQL under faults (issue #39): 50 faults drawn from VARVE_CHAOS_SEED
 # (fail-over, standby killed, primary paused) under a synchronous standby,
-# the checker of internal/verify through VARVE_CHAOS_FAULTS more (default 6),
+# the checker of internal/verify (with a segmented delivery and a projection)
+# through VARVE_CHAOS_FAULTS more (default 50),
 # and the negative proof: asynchronous commit loses acknowledged appends.
 chaos: chaos-pg chaos-nats
 

@@ -396,12 +396,12 @@ func TestCancelledSyncWait(t *testing.T) {
 // conflicts, readers of $all and of a category, a delivery in 3 segments
 // and a projection) through the driver's faults, one after the other,
 // with a synchronous standby: no anomaly.
-// Opt-in (VARVE_CHAOS=long, VARVE_CHAOS_FAULTS faults, default 6).
+// Opt-in (VARVE_CHAOS=long, VARVE_CHAOS_FAULTS faults, default 50).
 func TestVerifyUnderFaults(t *testing.T) {
 	if os.Getenv("VARVE_CHAOS") != "long" {
 		t.Skip("set VARVE_CHAOS=long to run the checker through faults")
 	}
-	n := 6
+	n := 50
 	if v, err := strconv.Atoi(os.Getenv("VARVE_CHAOS_FAULTS")); err == nil && v > 0 {
 		n = v
 	}
