@@ -29,7 +29,7 @@
 // takes no input and relays no command.
 //
 // Not done yet: segmenting instances across processes with leases, a
-// persistent timer index, a console page. See docs/workflows.md.
+// persistent timer index. See docs/workflows.md.
 package workflow
 
 import (

@@ -276,9 +276,9 @@ function route() {
       (a.dataset.view === "subscriptions" && view === "subscription") || (a.dataset.view === "projections" && view === "projection"));
   }
   const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
-  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", retention: "Retention", erasures: "Erasures", reports: "Reports"};
+  const titles = {dashboard: "Dashboard", streams: "Streams", stream: "Stream", all: "$all live", log: "$all", find: "Find", event: "Event", projections: "Projections", projection: "Projection", subscriptions: "Subscriptions", subscription: "Subscription", retention: "Retention", erasures: "Erasures", workflows: "Workflows", reports: "Reports"};
   document.title = (arg ? arg + " · " : "") + (titles[view] || "Not found") + " · varve console";
-  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, retention: retentionView, erasures: erasuresView, reports: reportsView};
+  const views = {dashboard: dashboardView, streams: streamsView, stream: streamView, all: allView, log: logView, find: findView, event: eventView, projections: projectionsView, projection: projectionView, subscriptions: subsView, subscription: subView, retention: retentionView, erasures: erasuresView, workflows: workflowsView, reports: reportsView};
   const fn = views[view];
   if (!fn) { show(fail(new Error("No such page: " + view))); return; }
   fn(arg, q).catch((err) => {
@@ -1151,6 +1151,84 @@ async function erasuresView() {
         el("label", {}, "Subject ", subject), el("label", {}, count, " count what it sealed (reads the whole log)"),
         el("button", {type: "submit", class: "danger", id: "erase-start"}, "Erase…")), out)
       : el("p", {class: "muted", id: "erase-off"}, info.writes ? "The server has no master key: start it with VARVE_MASTER_KEY or VARVE_MASTER_KEY_FILE to erase here." : "Writes are disabled: this server cannot erase."));
+}
+
+// ---- workflows -------------------------------------------------------------------
+
+// Workflow instances (package workflow): a workflow has no registry, so the
+// page asks for its name; an instance's page retries or cancels it.
+async function workflowsView(arg, q) {
+  if (arg) return workflowView(arg);
+  const name = q.get("name") || "", after = q.get("after") || "";
+  const input = el("input", {type: "text", id: "workflow-name", value: name, size: 24, autocomplete: "off", spellcheck: "false", placeholder: "workflow name, such as orderfulfilment", "aria-label": "workflow name"});
+  const form = el("form", {class: "toolbar", id: "workflow-find", onsubmit: (ev) => {
+    ev.preventDefault();
+    location.hash = "#/workflows?" + new URLSearchParams({name: input.value.trim()});
+  }}, el("label", {}, "Workflow ", input), el("button", {type: "submit", id: "workflow-go"}, "List instances"));
+  if (!name) {
+    show(el("h1", {}, "Workflows"), el("p", {class: "muted"}, "Instances of a durable workflow (package workflow): streams <name>-<instance>, with their pending timers, unsent commands and last error."), form);
+    return;
+  }
+  const params = new URLSearchParams({limit: "50"});
+  if (after) params.set("after", after);
+  const page = await api("workflows/" + enc(name) + "?" + params);
+  const rows = page.instances.map((s) => el("tr", {"data-stream": s.stream},
+    el("td", {class: "mono"}, el("a", {href: "#/workflows/" + enc(name) + "/" + enc(s.stream.slice(name.length + 1))}, s.stream)),
+    el("td", {class: "num"}, s.version),
+    el("td", {}, s.cancelled ? el("span", {class: "badge warn"}, "cancelled") : (s.last_event || "")),
+    el("td", {class: "num"}, s.inputs),
+    el("td", {}, s.pending && s.pending.length ? s.pending.length + ", next " + when(s.pending[0].due) : "0"),
+    el("td", {class: "num"}, s.unsent ? s.unsent.length : 0),
+    el("td", {}, s.last_error ? el("span", {class: "error"}, s.last_error.error) : "")));
+  show(el("h1", {}, "Workflows"), form,
+    el("table", {id: "workflows"},
+      el("thead", {}, el("tr", {}, el("th", {}, "Instance"), el("th", {class: "num"}, "Version"), el("th", {}, "State"), el("th", {class: "num"}, "Inputs"),
+        el("th", {}, "Pending timers"), el("th", {class: "num"}, "Unsent"), el("th", {}, "Last error"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {colspan: 7, class: "muted"}, "No instances of " + name + ".")))),
+    page.next ? el("p", {}, el("a", {id: "workflows-next", href: "#/workflows?" + new URLSearchParams({name, after: page.next})}, "Next page")) : null);
+}
+
+async function workflowView(arg) {
+  const [name, ...rest] = arg.split("/");
+  const instance = rest.join("/");
+  const path = "workflows/" + enc(name) + "/instances/" + enc(instance);
+  const s = await api(path);
+  const flash = sessionStorage.getItem("varve-flash");
+  sessionStorage.removeItem("varve-flash");
+  const out = el("div", {id: "workflow-out"});
+  const act = async (op, body, notice) => {
+    try {
+      await api(path + "/" + op, {method: "POST", body});
+      sessionStorage.setItem("varve-flash", notice);
+      route();
+    } catch (err) { out.replaceChildren(fail(err)); }
+  };
+  const reason = el("input", {type: "text", id: "cancel-reason", size: 30, placeholder: "reason (recorded)", "aria-label": "reason"});
+  const actions = !info.writes ? el("p", {class: "muted", id: "workflow-off"}, "Writes are disabled: this server cannot retry or cancel.")
+    : s.cancelled ? null : el("div", {class: "toolbar", id: "workflow-actions"},
+      s.last_error ? el("button", {type: "button", id: "workflow-retry", onclick: () => act("retry", {}, "Asked the runner of " + s.stream + " to apply its failed input again.")}, "Retry the failed input") : null,
+      reason,
+      el("button", {type: "button", class: "danger", id: "workflow-cancel", onclick: () => typedConfirm(out, s.stream,
+        "Cancel " + s.stream + "? Its runner takes no more input, its timers are cancelled and its unsent commands are not sent.", "Cancel the instance",
+        () => act("cancel", {reason: reason.value}, "Cancelled " + s.stream + "."))}, "Cancel…"));
+  show(
+    el("h1", {}, s.stream),
+    flash ? el("div", {class: "notice", id: "flash"}, flash) : null,
+    el("div", {class: "cards", id: "workflow-cards"},
+      card("State", s.cancelled ? "cancelled" + (s.reason ? ": " + s.reason : "") : (s.last_event || "none yet"), "workflow-state"),
+      card("Version", String(s.version), "workflow-version"),
+      card("Inputs", s.inputs + (s.last_input ? ", last " + when(s.last_input) : ""), "workflow-inputs")),
+    s.last_error ? el("div", {class: "error", id: "workflow-error"}, "Last error, " + when(s.last_error.at) + ", input " + s.last_error.input + " (" + s.last_error.type + "): " + s.last_error.error) : null,
+    el("h2", {}, "Pending timers"),
+    el("table", {id: "workflow-timers"}, el("thead", {}, el("tr", {}, el("th", {}, "Timer"), el("th", {}, "Due"))),
+      el("tbody", {}, s.pending && s.pending.length ? s.pending.map((t) => el("tr", {}, el("td", {class: "mono"}, t.id), el("td", {}, when(t.due))))
+        : el("tr", {}, el("td", {colspan: 2, class: "muted"}, "None.")))),
+    el("h2", {}, "Unsent commands"),
+    el("table", {id: "workflow-unsent"}, el("thead", {}, el("tr", {}, el("th", {}, "Command id"), el("th", {}, "Type"))),
+      el("tbody", {}, s.unsent && s.unsent.length ? s.unsent.map((c) => el("tr", {}, el("td", {class: "mono"}, c.id), el("td", {}, c.type)))
+        : el("tr", {}, el("td", {colspan: 2, class: "muted"}, "None.")))),
+    el("p", {}, "Its events: ", streamLink(s.stream)),
+    actions, out);
 }
 
 // ---- reports ---------------------------------------------------------------------
