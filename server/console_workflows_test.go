@@ -24,8 +24,10 @@ func TestConsoleWorkflows(t *testing.T) {
 	ctx := t.Context()
 	fail := true
 	def := workflow.Definition[string]{
-		Name:   "shipping",
-		Route:  func(e *varve.RecordedEvent) (string, bool) { return string(e.Data[1 : len(e.Data)-1]), e.Type == "Placed" || e.Type == "Paid" },
+		Name: "shipping",
+		Route: func(e *varve.RecordedEvent) (string, bool) {
+			return string(e.Data[1 : len(e.Data)-1]), e.Type == "Placed" || e.Type == "Paid"
+		},
 		Evolve: func(_ string, e *varve.RecordedEvent) string { return e.Type },
 		Decide: func(_ string, in workflow.Input) (workflow.Decision, error) {
 			if in.Type == "Paid" && fail {
