@@ -30,7 +30,7 @@ NATS) and prints the figures of every workload that writes also as a ratio to it
 Rows: one per workload and store; the ratio is the throughput over the baseline's.
 
 Workloads: ` + strings.Join(workload.Names(), ", ") + `;
-groups: suite (the default), scale, all.
+groups: suite (the default), commands (the command bus against a direct Execute), scale, all.
 
 A progress line goes to stderr while it runs.` + storeHelp,
 		Example: `  varve bench

@@ -133,7 +133,7 @@ func Scale() []Workload {
 }
 
 // All returns the suite and the scale workloads.
-func All() []Workload { return append(Suite(), Scale()...) }
+func All() []Workload { return append(append(Suite(), Commands()...), Scale()...) }
 
 // Select resolves workload names and the groups "suite", "scale" and "all"
 // into workloads, in report order and without repeats. No names selects the
@@ -145,14 +145,14 @@ func Select(names []string) ([]Workload, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		switch n {
-		case "suite", "scale", "all":
+		case "suite", "commands", "scale", "all":
 			for _, w := range groups()[n] {
 				want[w.Name] = true
 			}
 			continue
 		}
 		if !slices.ContainsFunc(All(), func(w Workload) bool { return w.Name == n }) {
-			return nil, fmt.Errorf("workload %q: not one of %v or the groups suite, scale, all: %w", n, Names(), varve.ErrInvalidArgument)
+			return nil, fmt.Errorf("workload %q: not one of %v or the groups suite, commands, scale, all: %w", n, Names(), varve.ErrInvalidArgument)
 		}
 		want[n] = true
 	}
@@ -166,7 +166,7 @@ func Select(names []string) ([]Workload, error) {
 }
 
 func groups() map[string][]Workload {
-	return map[string][]Workload{"suite": Suite(), "scale": Scale(), "all": All()}
+	return map[string][]Workload{"suite": Suite(), "commands": Commands(), "scale": Scale(), "all": All()}
 }
 
 // Names returns the names of all workloads.
