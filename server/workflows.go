@@ -10,7 +10,7 @@ import (
 )
 
 // The workflow routes: package workflow's operator view of the instances
-// of a workflow (streams <name>-<instance>), and its cancel and retry.
+// of a workflow (streams <name><separator><instance>), and its cancel and retry.
 
 // maxWorkflows bounds a listing.
 const maxWorkflows = 1000
@@ -43,8 +43,8 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 }
 
 // instanceStream is the stream of the route's workflow instance.
-func instanceStream(r *http.Request) (string, error) {
-	stream := r.PathValue("name") + "-" + r.PathValue("instance")
+func (s *Server) instanceStream(r *http.Request) (string, error) {
+	stream := workflow.InstanceStream(s.store, r.PathValue("name"), r.PathValue("instance"))
 	if err := varve.CheckName(stream); err != nil {
 		return "", badRequest("workflow instance %q: %v", stream, err)
 	}
@@ -55,7 +55,7 @@ func (s *Server) workflowInstance(w http.ResponseWriter, r *http.Request) error 
 	if _, err := params(r); err != nil {
 		return err
 	}
-	stream, err := instanceStream(r)
+	stream, err := s.instanceStream(r)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Server) cancelWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if _, err := params(r); err != nil {
 		return err
 	}
-	stream, err := instanceStream(r)
+	stream, err := s.instanceStream(r)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) retryWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if _, err := params(r); err != nil {
 		return err
 	}
-	stream, err := instanceStream(r)
+	stream, err := s.instanceStream(r)
 	if err != nil {
 		return err
 	}

@@ -181,7 +181,7 @@ func List(ctx context.Context, store *varve.Store, name, after string, limit int
 	if limit <= 0 {
 		limit = 50
 	}
-	page, err := store.Streams().List(ctx, varve.ListQuery{Prefix: name + "-", After: after, Limit: limit}, false)
+	page, err := store.Streams().List(ctx, varve.ListQuery{Prefix: InstanceStream(store, name, ""), After: after, Limit: limit}, false)
 	if err != nil {
 		return Page{}, fmt.Errorf("workflow: list %s: %w", name, err)
 	}

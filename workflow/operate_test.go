@@ -131,3 +131,60 @@ func handleOwn(t *testing.T, f *fixture, r *Runner[order]) {
 		}
 	}
 }
+
+// TestSeparator: on a store whose category separator is ":", instance
+// streams are <name>:<id>, in the category of the workflow's name, and
+// List and the retry request find them.
+func TestSeparator(t *testing.T) {
+	ctx := context.Background()
+	store := teststore.Kinds[0].Open(t, varve.Config{CategorySeparator: ":"})
+	var failing atomic.Bool
+	failing.Store(true)
+	def := orderDef("wfsep")
+	decide := def.Decide
+	def.Decide = func(s order, in Input) (Decision, error) {
+		if failing.Load() {
+			return Decision{}, errors.New("down")
+		}
+		return decide(s, in)
+	}
+	r, err := NewRunner(store, def, &receiver{}, &fakeClock{now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Stream("o1"); got != "wfsep:o1" || store.Category(got) != "wfsep" {
+		t.Fatalf("instance stream %q in category %q", got, store.Category(got))
+	}
+	res, err := store.Append(ctx, "src:o1", varve.Any, varve.NewEvent("OrderPlaced", []byte("o1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range store.ReadStream(ctx, "src:o1", varve.From(res.FirstVersion)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Handle(ctx, e); err == nil {
+			t.Fatal("Decide failed, Handle did not")
+		}
+	}
+	page, err := List(ctx, store, "wfsep", "", 10)
+	if err != nil || len(page.Instances) != 1 || page.Instances[0].LastError == nil {
+		t.Fatalf("list: %+v, %v", page, err)
+	}
+	if _, err := Retry(ctx, store, "wfsep:o1"); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(false)
+	for e, err := range store.ReadAll(ctx, varve.Start, varve.Filter{Categories: []string{"wfsep"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Handle(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := Inspect(ctx, store, "wfsep:o1")
+	if err != nil || st.LastError != nil || st.Inputs != 1 {
+		t.Fatalf("after the retry: %+v, %v", st, err)
+	}
+}

@@ -112,7 +112,8 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // Definition describes a workflow over state S.
 type Definition[S any] struct {
-	// Name is the category of instance streams: Name-<instance id>.
+	// Name is the category of instance streams: Name, the store's category
+	// separator, and the instance id ("order-42").
 	Name string
 	// Route maps an input event to an instance id; ok false ignores it.
 	Route func(e *varve.RecordedEvent) (id string, ok bool)
@@ -184,7 +185,14 @@ func NewRunnerConfig[S any](store *varve.Store, def Definition[S], sender Sender
 }
 
 // Stream returns the stream of instance id.
-func (r *Runner[S]) Stream(id string) string { return r.def.Name + "-" + id }
+func (r *Runner[S]) Stream(id string) string { return InstanceStream(r.store, r.def.Name, id) }
+
+// InstanceStream is the stream of instance id of the workflow name on
+// store: the name, the store's category separator and the id, so that the
+// workflow's instances are the category name.
+func InstanceStream(store *varve.Store, name, id string) string {
+	return name + store.Config().CategorySeparator + id
+}
 
 type inboxRec struct {
 	Input uuid.UUID `json:"input"`
@@ -306,8 +314,8 @@ func derive(stream string, input uuid.UUID, part string) uuid.UUID {
 // An operator's retry request (Retry), read from the workflow's own
 // category, applies the failed input it names again.
 func (r *Runner[S]) Handle(ctx context.Context, e varve.RecordedEvent) error {
-	if e.Type == TypeRetryRequested && strings.HasPrefix(e.Stream, r.def.Name+"-") {
-		return r.retry(ctx, strings.TrimPrefix(e.Stream, r.def.Name+"-"), e.Data)
+	if own := r.def.Name + r.store.Config().CategorySeparator; e.Type == TypeRetryRequested && strings.HasPrefix(e.Stream, own) {
+		return r.retry(ctx, strings.TrimPrefix(e.Stream, own), e.Data)
 	}
 	id, ok := r.def.Route(&e)
 	if !ok {
