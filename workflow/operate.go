@@ -77,84 +77,28 @@ type Status struct {
 // Inspect reads the instance stream stream (Runner.Stream's name) and
 // reports its status; varve.ErrStreamNotFound when there is none.
 func Inspect(ctx context.Context, store *varve.Store, stream string) (Status, error) {
+	l := newLedger(stream)
 	st := Status{Stream: stream}
-	var (
-		pending = map[string]time.Time{}
-		inputs  = map[uuid.UUID]bool{}
-		sent    = map[uuid.UUID]bool{}
-		out     []Command
-		failure *Failure
-	)
 	for e, err := range store.ReadStream(ctx, stream) {
 		if err != nil {
 			return Status{}, fmt.Errorf("workflow: inspect %s: %w", stream, err)
 		}
-		st.Version = e.Version
-		bad := func(err error) error { return fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err) }
-		switch e.Type {
-		case TypeInbox:
-			var rec inboxRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return Status{}, bad(err)
-			}
-			inputs[rec.Input] = true
-			st.Inputs++
-			st.LastInput = e.RecordedAt
-			delete(pending, rec.Timer)
-			if failure != nil && failure.Input == rec.Input {
-				failure = nil
-			}
-		case TypeOutbox:
-			var rec outboxRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return Status{}, bad(err)
-			}
-			out = append(out, Command{ID: rec.ID, Instance: stream, Type: rec.Type})
-		case TypeSent:
-			var rec outboxRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return Status{}, bad(err)
-			}
-			sent[rec.ID] = true
-		case TypeTimer, TypeTimerCancel:
-			var rec timerRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return Status{}, bad(err)
-			}
-			if e.Type == TypeTimer {
-				pending[rec.ID] = rec.Due
-			} else {
-				delete(pending, rec.ID)
-			}
-		case TypeFailed:
-			var rec failedRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return Status{}, bad(err)
-			}
-			if !inputs[rec.Input] {
-				failure = &Failure{Input: rec.Input, Type: rec.Type, Timer: rec.Timer, Error: rec.Error, At: e.RecordedAt}
-			}
-		case TypeCancelled:
-			var rec cancelRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return Status{}, bad(err)
-			}
-			st.Cancelled, st.Reason = true, rec.Reason
-		case TypeRetryRequested:
-		default:
+		engine, err := l.add(&e)
+		if err != nil {
+			return Status{}, err
+		}
+		if !engine {
 			st.LastEvent = e.Type
 		}
 	}
-	if st.Cancelled {
-		clear(pending)
-	} else {
-		for _, c := range out {
-			if !sent[c.ID] {
-				st.Unsent = append(st.Unsent, c)
-			}
-		}
+	l.done()
+	st.Version, st.Inputs, st.LastInput = l.version, l.handled, l.lastInput
+	st.Cancelled, st.Reason, st.LastError = l.cancelled, l.reason, l.lastError()
+	for _, c := range l.unsent(stream) {
+		c.Data = nil
+		st.Unsent = append(st.Unsent, c)
 	}
-	for id, due := range pending {
+	for id, due := range l.pending {
 		st.Pending = append(st.Pending, Timer{ID: id, Due: due})
 	}
 	slices.SortFunc(st.Pending, func(a, b Timer) int {
@@ -163,7 +107,6 @@ func Inspect(ctx context.Context, store *varve.Store, stream string) (Status, er
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	st.LastError = failure
 	return st, nil
 }
 
@@ -287,6 +230,6 @@ func (r *Runner[S]) retry(ctx context.Context, id string, data []byte) error {
 	if !ok || inst.Cancelled {
 		return nil
 	}
-	_, err = r.apply(ctx, id, Input{ID: f.Input, Type: f.Type, Data: f.Data, Timer: f.Timer}, r.clock.Now())
+	_, err = r.apply(ctx, id, Input{ID: f.rec.Input, Type: f.rec.Type, Data: f.rec.Data, Timer: f.rec.Timer}, r.clock.Now())
 	return err
 }

@@ -223,18 +223,17 @@ type Instance[S any] struct {
 	Pending map[string]time.Time // scheduled timers neither cancelled nor fired
 	// Cancelled is set by an operator's Cancel: the instance takes no input.
 	Cancelled bool
-	// failed holds the inputs that failed and are not handled yet, and the
-	// retry requests made of each.
-	failed  map[uuid.UUID]failedRec
+	// failed holds the inputs that failed and are not handled yet, and
+	// retries the retry requests made of each.
+	failed  map[uuid.UUID]failure
 	retries map[uuid.UUID]int
 }
 
 // Load reads the instance stream of id.
 func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 	stream := r.Stream(id)
-	in := &Instance[S]{Inputs: map[uuid.UUID]bool{}, Pending: map[string]time.Time{}, failed: map[uuid.UUID]failedRec{}, retries: map[uuid.UUID]int{}}
-	sent := map[uuid.UUID]bool{}
-	var out []Command
+	l := newLedger(stream)
+	var state S
 	for e, err := range r.store.ReadStream(ctx, stream) {
 		if err != nil {
 			if errors.Is(err, varve.ErrStreamNotFound) {
@@ -242,68 +241,17 @@ func (r *Runner[S]) Load(ctx context.Context, id string) (*Instance[S], error) {
 			}
 			return nil, fmt.Errorf("workflow: load %s: %w", stream, err)
 		}
-		in.Version = e.Version
-		switch e.Type {
-		case TypeInbox:
-			var rec inboxRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
-			}
-			in.Inputs[rec.Input] = true
-			delete(in.failed, rec.Input)
-			if rec.Timer != "" {
-				delete(in.Pending, rec.Timer)
-			}
-		case TypeFailed, TypeRetryRequested:
-			var rec failedRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
-			}
-			switch {
-			case in.Inputs[rec.Input]:
-			case e.Type == TypeFailed:
-				in.failed[rec.Input] = rec
-			default:
-				in.retries[rec.Input]++
-			}
-		case TypeCancelled:
-			in.Cancelled = true
-		case TypeOutbox:
-			var rec outboxRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
-			}
-			out = append(out, Command{ID: rec.ID, Instance: id, Type: rec.Type, Data: rec.Data})
-		case TypeSent:
-			var rec outboxRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
-			}
-			sent[rec.ID] = true
-		case TypeTimer, TypeTimerCancel:
-			var rec timerRec
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return nil, instanceError{fmt.Errorf("workflow: %s@%d: %w", stream, e.Version, err)}
-			}
-			if e.Type == TypeTimer {
-				in.Pending[rec.ID] = rec.Due
-			} else {
-				delete(in.Pending, rec.ID)
-			}
-		default:
-			in.State = r.def.Evolve(in.State, &e)
+		engine, err := l.add(&e)
+		if err != nil {
+			return nil, instanceError{err}
+		}
+		if !engine {
+			state = r.def.Evolve(state, &e)
 		}
 	}
-	if in.Cancelled {
-		clear(in.Pending)
-		return in, nil
-	}
-	for _, c := range out {
-		if !sent[c.ID] {
-			in.Unsent = append(in.Unsent, c)
-		}
-	}
-	return in, nil
+	l.done()
+	return &Instance[S]{State: state, Version: l.version, Inputs: l.inputs, Unsent: l.unsent(id), Pending: l.pending,
+		Cancelled: l.cancelled, failed: l.failed, retries: l.retries}, nil
 }
 
 func derive(stream string, input uuid.UUID, part string) uuid.UUID {
