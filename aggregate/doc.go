@@ -26,7 +26,9 @@
 // [Repository.Save] appends the pending events with the expected version
 // the aggregate was loaded at. [Repository.Execute] runs a command and
 // saves it, and on [varve.ErrWrongExpectedVersion] reloads and runs it again,
-// a bounded number of times.
+// a bounded number of times. [Repository.ExecuteOnce] does so at most once
+// per command id: a retry of a command whose events are stored writes
+// nothing and returns their versions, across processes and lost answers.
 //
 // # Snapshots
 //

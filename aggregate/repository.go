@@ -392,19 +392,25 @@ func (r *Repository[T]) apply(a *Aggregate[T], e varve.RecordedEvent, err error)
 // correlation and causation ids ctx carries ([WithCorrelation], [CausedBy])
 // go into the metadata of the events ([Metadata]).
 func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
+	_, err := r.save(ctx, a)
+	return err
+}
+
+// save is Save, and returns the append's result.
+func (r *Repository[T]) save(ctx context.Context, a *Aggregate[T]) (varve.AppendResult, error) {
 	if a == nil || a.r != r {
-		return fmt.Errorf("aggregate: save: aggregate of another repository: %w", varve.ErrInvalidArgument)
+		return varve.AppendResult{}, fmt.Errorf("aggregate: save: aggregate of another repository: %w", varve.ErrInvalidArgument)
 	}
 	if a.failed != nil {
-		return fmt.Errorf("aggregate: save %s: %w", a.stream, ErrDiscarded)
+		return varve.AppendResult{}, fmt.Errorf("aggregate: save %s: %w", a.stream, ErrDiscarded)
 	}
 	if len(a.pending) == 0 {
-		return nil
+		return varve.AppendResult{}, nil
 	}
 	if m := MetadataFrom(ctx); !m.isZero() {
 		if err := stamp(a.pending, m); err != nil {
 			a.discard(err)
-			return fmt.Errorf("aggregate: save %s: %w", a.stream, err)
+			return varve.AppendResult{}, fmt.Errorf("aggregate: save %s: %w", a.stream, err)
 		}
 	}
 	if r.cfg.Sealer != nil {
@@ -413,7 +419,7 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 			data, err := r.cfg.Sealer.SealBytes(ctx, subject, a.pending[i].Data)
 			if err != nil {
 				a.discard(err)
-				return fmt.Errorf("aggregate: save %s: seal: %w", a.stream, err)
+				return varve.AppendResult{}, fmt.Errorf("aggregate: save %s: seal: %w", a.stream, err)
 			}
 			a.pending[i].Data = data
 		}
@@ -426,6 +432,11 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	} else {
 		res, err = r.store.Append(ctx, a.stream, varve.Exact(a.version), a.pending...)
 	}
+	if err == nil && res.FirstVersion != a.version+1 {
+		// The events' ids (ExecuteOnce's) were those of a committed append,
+		// which the store returned: the state here is not the stored one.
+		err = fmt.Errorf("%w: the store returned the append at version %d", errRetried, res.FirstVersion)
+	}
 	if err != nil {
 		r.stats.saveFailures.Add(1)
 		if errors.Is(err, varve.ErrWrongExpectedVersion) {
@@ -433,7 +444,7 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 		}
 		r.evict(a.id, a.version)
 		a.discard(err)
-		return fmt.Errorf("aggregate: save at version %d: %w", a.version, err)
+		return res, fmt.Errorf("aggregate: save at version %d: %w", a.version, err)
 	}
 	r.stats.saves.Add(1)
 	a.pending = nil
@@ -449,13 +460,9 @@ func (r *Repository[T]) Save(ctx context.Context, a *Aggregate[T]) error {
 	if r.cache != nil {
 		r.cachePut(a)
 	}
-	return nil
+	return res, nil
 }
 
-// commitSnapshot returns the snapshot that a's save keeps in its commit
-// (keep): the state with the pending events, when the store keeps
-// snapshots in commits and it is small enough. unencodable: the Codec
-// failed on the state (counted as a snapshot error).
 func (r *Repository[T]) commitSnapshot(ctx context.Context, a *Aggregate[T]) (s varve.Snapshot, keep, unencodable bool) {
 	if !r.inCommit || a.big {
 		return varve.Snapshot{}, false, false
@@ -596,38 +603,62 @@ func (r *Repository[T]) Forget(id string) {
 // conflicting; conflicts come from other repositories or processes.
 // Execute returns the aggregate as saved.
 func (r *Repository[T]) Execute(ctx context.Context, id string, command func(*Aggregate[T]) error) (*Aggregate[T], error) {
+	a, _, err := r.execute(ctx, id, "", command)
+	return a, err
+}
+
+// execute is Execute, and ExecuteOnce when commandID is not empty.
+func (r *Repository[T]) execute(ctx context.Context, id, commandID string, command func(*Aggregate[T]) error) (*Aggregate[T], Once, error) {
 	l, err := r.locks.lock(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("aggregate: execute on %s: %w", r.Stream(id), err)
+		return nil, Once{}, fmt.Errorf("aggregate: execute on %s: %w", r.Stream(id), err)
 	}
 	defer r.locks.unlock(id, l)
 	var o loadOptions
 	for attempt := 1; ; attempt++ {
 		a, err := r.getOrCreate(ctx, id, o)
 		if err != nil {
-			return nil, err
+			return nil, Once{}, err
 		}
-		if err := command(a); err != nil {
-			if !a.cached {
-				return nil, err
-			}
+		cmdErr := command(a)
+		if cmdErr != nil && a.cached {
 			// A stale cached state may have made the command fail: decide
 			// again on the stored state.
 			r.stats.recheck.Add(1)
 			if a, err = r.getOrCreate(ctx, id, loadOptions{fromStore: true, noSnapshot: o.noSnapshot}); err != nil {
-				return nil, err
+				return nil, Once{}, err
 			}
-			if err := command(a); err != nil {
-				return nil, err
+			cmdErr = command(a)
+		}
+		if commandID == "" {
+			if cmdErr != nil {
+				return nil, Once{}, cmdErr
+			}
+		} else if cmdErr != nil || len(a.pending) == 0 {
+			// Run on the state after an earlier run of the command, a
+			// retry may fail or decide nothing: look for that run first.
+			return r.earlier(ctx, id, a, commandID, cmdErr)
+		} else {
+			for i := range a.pending {
+				a.pending[i].ID = onceID(a.stream, commandID, i)
 			}
 		}
-		err = r.Save(ctx, a)
+		res, err := r.save(ctx, a)
 		if err == nil {
-			return a, nil
+			if res.FirstVersion == 0 {
+				return a, Once{}, nil
+			}
+			return a, Once{First: res.FirstVersion, Last: res.LastVersion}, nil
+		}
+		if commandID != "" && errors.Is(err, errRetried) {
+			return r.duplicate(ctx, id, commandID, res.FirstVersion, res.LastVersion)
+		}
+		if commandID != "" && errors.Is(err, varve.ErrDuplicateEvent) {
+			return r.earlier(ctx, id, nil, commandID, err)
 		}
 		var conflict *varve.WrongExpectedVersionError
 		if !errors.As(err, &conflict) {
-			return nil, err
+			return nil, Once{}, err
 		}
 		if conflict.Actual < a.version {
 			// The stream is behind the state: its snapshot is of an earlier
@@ -635,11 +666,11 @@ func (r *Repository[T]) Execute(ctx context.Context, id string, command func(*Ag
 			o.noSnapshot = true
 		}
 		if attempt >= r.cfg.MaxAttempts {
-			return nil, fmt.Errorf("aggregate: execute on %s: gave up after %d attempts: %w", a.stream, attempt, err)
+			return nil, Once{}, fmt.Errorf("aggregate: execute on %s: gave up after %d attempts: %w", a.stream, attempt, err)
 		}
 		r.stats.retries.Add(1)
 		if err := waitBeforeRetry(ctx, attempt); err != nil {
-			return nil, fmt.Errorf("aggregate: execute on %s: %w", a.stream, err)
+			return nil, Once{}, fmt.Errorf("aggregate: execute on %s: %w", a.stream, err)
 		}
 	}
 }

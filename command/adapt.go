@@ -132,14 +132,20 @@ func withMetadata(cur, meta []byte) ([]byte, error) {
 }
 
 // Aggregate returns a handler, for [Handle], that runs decide on the
-// aggregate aggID(c) of repo with Repository.Execute. The events carry the
-// command's correlation and causation ids; the handler is not idempotent
-// by command id. The Result names the aggregate's stream and version.
+// aggregate aggID(c) of repo with Repository.ExecuteOnce, idempotent by
+// command id: a retried command whose events are stored returns the first
+// outcome with Duplicate set and runs nothing. The events carry the
+// command's correlation and causation ids. The Result names the
+// aggregate's stream and its version after the command (after the first
+// outcome's events, for a duplicate).
 func Aggregate[T, C any](repo *aggregate.Repository[T], aggID func(C) string, decide func(*aggregate.Aggregate[T], C) error) func(ctx context.Context, id string, c C) (Result, error) {
 	return func(ctx context.Context, id string, c C) (Result, error) {
-		a, err := repo.Execute(ctx, aggID(c), func(a *aggregate.Aggregate[T]) error { return decide(a, c) })
+		a, once, err := repo.ExecuteOnce(ctx, aggID(c), id, func(a *aggregate.Aggregate[T]) error { return decide(a, c) })
 		if err != nil {
 			return Result{}, fmt.Errorf("command %s: %w", id, err)
+		}
+		if once.Duplicate {
+			return Result{Stream: a.Stream(), Version: once.Last, Duplicate: true}, nil
 		}
 		return Result{Stream: a.Stream(), Version: a.Version()}, nil
 	}

@@ -312,3 +312,60 @@ func TestMiddlewareAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregateUnknownOutcome: an Aggregate handler is idempotent by
+// command id on every backend, NATS included: the first attempt committed
+// and its answer was lost; a retry through another bus and repository (as
+// another process) returns the first outcome and appends nothing, though
+// the command decided on the state after it would fail.
+func TestAggregateUnknownOutcome(t *testing.T) {
+	for _, k := range teststore.Kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			s := k.Open(t, varve.Config{})
+			ctx := context.Background()
+			lost := errors.New("connection lost")
+			drop := func(next command.Handler) command.Handler {
+				return func(ctx context.Context, env command.Envelope) (command.Result, error) {
+					if _, err := next(ctx, env); err != nil {
+						return command.Result{}, err
+					}
+					return command.Result{}, lost
+				}
+			}
+			bus := func(mw ...command.Middleware) *command.Bus {
+				events := schema.NewRegistry()
+				schema.Register[Incremented](events, "Incremented")
+				repo, err := aggregate.New(s, aggregate.Definition[int]{Category: "limited", Events: events,
+					Apply: func(n int, e any) int { return n + e.(Incremented).By }}, aggregate.Config{CacheSize: 8})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := command.New(mw...)
+				if err := command.Handle(b, command.Aggregate(repo, func(c Increment) string { return c.Counter },
+					func(a *aggregate.Aggregate[int], c Increment) error {
+						if a.State()+c.By > 3 {
+							return errors.New("over the limit")
+						}
+						return a.Raise(Incremented{By: c.By})
+					})); err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			if _, err := bus().Dispatch(ctx, "c-0", Increment{Counter: "y", By: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bus(drop).Dispatch(ctx, "c-1", Increment{Counter: "y", By: 2}); !errors.Is(err, lost) {
+				t.Fatalf("first attempt: %v", err)
+			}
+			got, err := bus().Dispatch(ctx, "c-1", Increment{Counter: "y", By: 2})
+			if want := (command.Result{Stream: "limited-y", Version: 2, Duplicate: true}); err != nil || got != want {
+				t.Fatalf("retry: %+v, %v; want %+v", got, err, want)
+			}
+			if n := len(readStream(t, s, "limited-y")); n != 2 {
+				t.Fatalf("%d events, want 2", n)
+			}
+		})
+	}
+}

@@ -42,7 +42,10 @@
 // command id from what caused it (its inbox position), so a redelivery is
 // a retry.
 //
-// [Aggregate] runs a command on an aggregate.Repository with Execute; it
-// carries the metadata but is not idempotent by command id (see
-// docs/command.md).
+// [Aggregate] runs a command on an aggregate.Repository with ExecuteOnce,
+// idempotent by command id on every backend: the events get ids derived
+// from the command id, so the store's idempotent append recognises a
+// retry, and a retry that decides differently (the state now holds the
+// first outcome) finds the first outcome's events in one round trip that
+// writes nothing (see aggregate.Repository.ExecuteOnce and docs/command.md).
 package command
