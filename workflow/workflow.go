@@ -37,8 +37,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -133,10 +131,8 @@ type Runner[S any] struct {
 	// beforeAppend, set by tests, runs after Decide and before the append.
 	beforeAppend func(stream string, in Input)
 
-	mu      sync.Mutex // FireDue's index
-	scanned varve.Position
-	index   *timerIndex
-	rescans int
+	cfg  Config
+	fire *engine[S] // FireDue's
 }
 
 // Defaults of [Config].
@@ -180,8 +176,9 @@ func NewRunnerConfig[S any](store *varve.Store, def Definition[S], sender Sender
 	if cfg.TimerIndexBytes == 0 {
 		cfg.TimerIndexBytes = DefaultTimerIndexBytes
 	}
-	return &Runner[S]{store: store, def: def, sender: sender, clock: cfg.Clock,
-		index: newTimerIndex(cfg.TimerIndexCount, cfg.TimerIndexBytes)}, nil
+	r := &Runner[S]{store: store, def: def, sender: sender, clock: cfg.Clock, cfg: cfg}
+	r.fire = r.newEngine(nil, false)
+	return r, nil
 }
 
 // Stream returns the stream of instance id.
@@ -262,8 +259,8 @@ func derive(stream string, input uuid.UUID, part string) uuid.UUID {
 // An operator's retry request (Retry), read from the workflow's own
 // category, applies the failed input it names again.
 func (r *Runner[S]) Handle(ctx context.Context, e varve.RecordedEvent) error {
-	if own := r.def.Name + r.store.Config().CategorySeparator; e.Type == TypeRetryRequested && strings.HasPrefix(e.Stream, own) {
-		return r.retry(ctx, strings.TrimPrefix(e.Stream, own), e.Data)
+	if id, ok := r.ownRecord(&e, TypeRetryRequested); ok {
+		return r.retry(ctx, id, e.Data)
 	}
 	id, ok := r.def.Route(&e)
 	if !ok {
@@ -393,113 +390,4 @@ func (r *Runner[S]) Relay(ctx context.Context, id string) (sent int, err error) 
 		sent++
 	}
 	return sent, nil
-}
-
-// FireDue fires the due timers of this workflow: it reads the timer
-// schedules and cancels appended to $all since its last call (waiting for
-// through, the position of the last append the caller knows of, on stores
-// with a horizon), then applies each due timer, earliest first, as an input
-// with a deterministic id. When the index has let timers go (see [Config])
-// and the first of them is due, it re-reads $all for them, as often as
-// needed within the call. A timer whose instance fails (its records, or
-// Decide) does not hold up the others: FireDue goes on, keeps it for the
-// next call and returns the errors joined; a store error ends the call.
-func (r *Runner[S]) FireDue(ctx context.Context, through varve.Position) (fired int, err error) {
-	if err := r.store.WaitFor(ctx, through); err != nil {
-		return 0, fmt.Errorf("workflow: wait for %v: %w", through, err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.scan(ctx, r.scanned, varve.Start, nil); err != nil {
-		return 0, err
-	}
-	now := r.clock.Now()
-	// Timers whose instance failed wait out of the index until the call
-	// ends, as if fired, then go back in for the next call.
-	var failed []*timerEntry
-	var errs []error
-	defer func() {
-		for _, e := range failed {
-			if _, ok := r.index.byName[timerName{e.stream, e.id}]; !ok { // else rescheduled meanwhile
-				r.index.schedule(e.timerKey, e.after, nil)
-			}
-		}
-	}()
-	for {
-		for {
-			e := r.index.firstEntry()
-			if e == nil || e.due.After(now) {
-				break
-			}
-			id := e.stream[len(r.def.Name)+1:]
-			in := Input{ID: uuid.NewSHA1(ns, []byte(e.stream+"\x00timer\x00"+e.id)), Type: "workflow.timer-fired", Timer: e.id}
-			applied, err := r.apply(ctx, id, in, now)
-			var ie instanceError
-			if err != nil && !errors.As(err, &ie) {
-				return fired, errors.Join(append(errs, err)...)
-			}
-			if err != nil {
-				errs = append(errs, err)
-				failed = append(failed, e)
-			}
-			if applied {
-				fired++
-			}
-			r.index.remove(timerName{e.stream, e.id})
-		}
-		if r.index.unbounded || r.index.limit.due.After(now) {
-			return fired, errors.Join(errs...)
-		}
-		// Every timer read that sorts below the limit is handled: read
-		// again, from the first timer let go, those at or above it, and
-		// whatever came since.
-		floor, floorPos, from := r.index.limit, r.scanned, r.index.from
-		r.index.reset()
-		r.rescans++
-		if err := r.scan(ctx, from, floorPos, &floor); err != nil {
-			return fired, err
-		}
-	}
-}
-
-// scan reads this workflow's timer records after from into the index; a
-// schedule at or before floorPos that sorts below floor is skipped.
-func (r *Runner[S]) scan(ctx context.Context, from, floorPos varve.Position, floor *timerKey) error {
-	f := varve.Filter{Categories: []string{r.def.Name}, Types: []string{TypeTimer, TypeTimerCancel}}
-	after := from
-	for e, err := range r.store.ReadAll(ctx, from, f) {
-		if err != nil {
-			return fmt.Errorf("workflow: scan timers: %w", err)
-		}
-		var rec timerRec
-		if err := json.Unmarshal(e.Data, &rec); err != nil {
-			return fmt.Errorf("workflow: %s@%d: %w", e.Stream, e.Version, err)
-		}
-		if e.Type == TypeTimerCancel {
-			r.index.remove(timerName{e.Stream, rec.ID})
-		} else {
-			fl := floor
-			if floorPos.Less(e.Position) {
-				fl = nil
-			}
-			r.index.schedule(timerKey{due: rec.Due, stream: e.Stream, id: rec.ID}, after, fl)
-		}
-		after, r.scanned = e.Position, e.Position
-	}
-	return nil
-}
-
-// TimerIndexStats describes FireDue's in-memory timer index.
-type TimerIndexStats struct {
-	Timers   int   // pending timers held
-	Bytes    int64 // their estimated size
-	Complete bool  // false when timers beyond the budget were let go
-	Rescans  int   // re-reads of $all for timers let go, since NewRunner
-}
-
-// TimerIndex returns the state of FireDue's timer index.
-func (r *Runner[S]) TimerIndex() TimerIndexStats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return TimerIndexStats{Timers: r.index.len(), Bytes: r.index.bytes, Complete: r.index.unbounded, Rescans: r.rescans}
 }
