@@ -22,14 +22,25 @@
 //     falls due, re-reads the timer records of $all for those at or after
 //     it; the index itself is rebuilt from $all by each new Runner.
 //
+// [Runner.Run] runs all of it as a consumer: inputs after a checkpoint
+// through a subscription, and each [RunConfig.Tick] the due timers, the
+// operators' retry requests and the commands not yet sent, found in one
+// read of the workflow's own records in $all. Under a
+// subscription.Lease it runs in one process at a time, or split into
+// segments by instance stream, each segment in one process at a time with
+// its checkpoint fenced by its lease; a holder paused past its lease
+// cannot apply a step twice (its late append is refused or deduplicated),
+// and may send a command again under the same id.
+//
 // [Inspect], [List], [Retry] and [Cancel] are the operator's view and
 // actions (varve workflows): a Decide that fails is recorded as the
 // instance's last error; a retry request is applied by Handle when its
-// subscription reads the workflow's own category; a cancelled instance
-// takes no input and relays no command.
+// subscription reads the workflow's own category, and by Run; a cancelled
+// instance takes no input and relays no command.
 //
-// Not done yet: segmenting instances across processes with leases, a
-// persistent timer index. See docs/workflows.md.
+// The timer index and the set of instances with unsent commands are held
+// in memory within [Config]'s budgets and rebuilt from $all by each new
+// Runner and Run. See docs/workflows.md.
 package workflow
 
 import (
