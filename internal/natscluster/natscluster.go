@@ -313,9 +313,6 @@ func (c *Cluster) Stop() {
 // URL is the node's client URL.
 func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.Port) }
 
-// Dir is the node's directory: its store ("store") and log ("server.log").
-func (n *Node) Dir() string { return n.dir }
-
 // Running reports whether the node's process is alive (paused or not).
 func (n *Node) Running() bool {
 	n.mu.Lock()

@@ -43,7 +43,6 @@ const (
 	errBatchIncomplete = 10176 // a message of the batch did not arrive, or the batch timed out
 	errBatchTooLarge   = 10199
 	errBatchInflight   = 10210 // too many batches in flight on the stream or server
-	errBatchDisabled   = 10174 // the stream does not allow atomic publish
 	errWrongLastConst  = 10164 // an expectation the batch cannot check (its subject is in flight)
 )
 
@@ -66,10 +65,6 @@ func IsBatchRetryable(err error) bool {
 // IsBatchTooLarge reports whether a batch has more messages than the
 // server takes in one.
 func IsBatchTooLarge(err error) bool { return apiCode(err) == errBatchTooLarge }
-
-// IsBatchDisabled reports whether the stream does not allow atomic
-// publishes.
-func IsBatchDisabled(err error) bool { return apiCode(err) == errBatchDisabled }
 
 func apiCode(err error) int {
 	var e *APIError
