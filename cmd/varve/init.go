@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/varve-go/varve"
 	natsbackend "github.com/varve-go/varve/backend/nats"
 	"github.com/varve-go/varve/backend/postgres"
 	"github.com/varve-go/varve/backend/sqlite"
@@ -88,7 +87,7 @@ store lives in one process and has nothing to create.` + opsStoreHelp,
 			ctx := cmd.Context()
 			var madeDir string
 			create := func() error {
-				s, err := open.Existing(ctx, t.URL, varve.Config{})
+				s, err := open.Existing(ctx, t.URL, storeConfig(ctx))
 				if err == nil {
 					return s.Close()
 				}
@@ -104,7 +103,7 @@ store lives in one process and has nothing to create.` + opsStoreHelp,
 						madeDir = dir
 					}
 				}
-				s, err = open.Store(ctx, t.URL, varve.Config{})
+				s, err = open.Store(ctx, t.URL, storeConfig(ctx))
 				if err != nil {
 					return lab.ScrubErr(err)
 				}

@@ -29,6 +29,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/backend/memory"
 	"github.com/varve-go/varve/cmd/varve/internal/lab"
 	"github.com/varve-go/varve/cmd/varve/internal/termtext"
 )
@@ -168,6 +170,16 @@ func usage(err error) error { return &exitError{code: exitUsage, err: err} }
 // usagef is usage with a formatted message.
 func usagef(format string, args ...any) error { return usage(fmt.Errorf(format, args...)) }
 
+// separatorKey keys the --category-separator in a command's context.
+type separatorKey struct{}
+
+// storeConfig is the store configuration of the commands that run with
+// ctx: the category separator of --category-separator.
+func storeConfig(ctx context.Context) varve.Config {
+	sep, _ := ctx.Value(separatorKey{}).(string)
+	return varve.Config{CategorySeparator: sep}
+}
+
 func rootCmd(started *bool) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "varve",
@@ -188,9 +200,17 @@ or a --max-* bound exceeded; 2 bad usage; 130 interrupted. docs/lab.md has the d
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	var cpuProfile string
+	var cpuProfile, sep string
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	root.PersistentFlags().StringVar(&sep, "category-separator", varve.DefaultCategorySeparator,
+		"the category separator of the application's store (varve.Config.CategorySeparator): a stream's category ends at it")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		probe, err := varve.New(memory.New(), varve.Config{CategorySeparator: sep}) // the store's own rules
+		if err != nil {
+			return usage(fmt.Errorf("--category-separator: %w", err))
+		}
+		_ = probe.Close()
+		cmd.SetContext(context.WithValue(cmd.Context(), separatorKey{}, sep))
 		if cpuProfile == "" {
 			return nil
 		}

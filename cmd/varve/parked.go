@@ -28,7 +28,7 @@ import (
 // openStore opens an existing store without creating anything; a store
 // that is not there is an error that names varve init. Tests replace it.
 var openStore = func(ctx context.Context, raw string) (*varve.Store, error) {
-	s, err := open.Existing(ctx, raw, varve.Config{})
+	s, err := open.Existing(ctx, raw, storeConfig(ctx))
 	if errors.Is(err, open.ErrNotFound) {
 		err = fmt.Errorf("%w%s", err, initHint)
 	}

@@ -48,16 +48,16 @@ type targetFlags struct{ stream, category string }
 
 func (t *targetFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&t.stream, "stream", "", "the stream the policy applies to")
-	f.StringVar(&t.category, "category", "", `the category the policy applies to: every stream whose id is it or begins with it and "-"`)
+	f.StringVar(&t.category, "category", "", `the category the policy applies to: every stream whose id is it or begins with it and the category separator`)
 }
 
 // target checks the flags: one of them, a valid target.
-func (t *targetFlags) target() (retention.Target, error) {
+func (t *targetFlags) target(sep string) (retention.Target, error) {
 	if (t.stream == "") == (t.category == "") {
 		return retention.Target{}, usagef("give --stream or --category, one of them")
 	}
 	target := retention.Target{Stream: t.stream, Category: t.category}
-	if err := target.Check(varve.DefaultCategorySeparator); err != nil {
+	if err := target.Check(sep); err != nil {
 		return target, usage(err)
 	}
 	return target, nil
@@ -194,7 +194,7 @@ itself: the scavenger's next pass does.` + retentionHelp + opsStoreHelp,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			tg, err := target.target()
+			tg, err := target.target(storeConfig(cmd.Context()).CategorySeparator)
 			if err != nil {
 				return err
 			}
@@ -278,7 +278,7 @@ target without a policy is an error (exit 1).` + retentionHelp + opsStoreHelp,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			tg, err := target.target()
+			tg, err := target.target(storeConfig(cmd.Context()).CategorySeparator)
 			if err != nil {
 				return err
 			}

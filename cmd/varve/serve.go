@@ -136,7 +136,9 @@ func (sf *serveFlags) run(cmd *cobra.Command) error {
 	defer cleanup()
 
 	meter := server.NewMeter()
-	store, created, err := openServeStore(ctx, t, varve.Config{Tracer: meter})
+	storeCfg := storeConfig(ctx)
+	storeCfg.Tracer = meter
+	store, created, err := openServeStore(ctx, t, storeCfg)
 	if err != nil {
 		return err
 	}

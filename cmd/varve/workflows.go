@@ -18,11 +18,11 @@ import (
 const workflowsHelp = `
 
 A workflow instance is a stream named <workflow>-<instance id> (package workflow; "-" is
-the category separator these commands open stores with): its inbox, state, outbox and
+the category separator, which --category-separator sets): its inbox, state, outbox and
 timers are its events. list and show read those streams; cancel ends an instance (its
 runner takes no input after it, its pending timers are cancelled and its unsent commands
 are not relayed); retry asks its runner to apply the input that failed again, which the
-runner does when its subscription reads the workflow's own category.`
+runner does when its subscription reads the workflow's own category (or runs with Run).`
 
 func workflowsCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -18,9 +18,15 @@ func (noSender) Send(context.Context, workflow.Command) error { return nil }
 // failingInstance makes an instance of workflow "wfcli" whose first input
 // failed in Decide.
 func failingInstance(t *testing.T, url string) string {
+	return failingInstanceSep(t, url, "")
+}
+
+// failingInstanceSep is failingInstance on a store with category
+// separator sep ("" the default).
+func failingInstanceSep(t *testing.T, url, sep string) string {
 	t.Helper()
 	ctx := context.Background()
-	s, err := open.Store(ctx, url, varve.Config{})
+	s, err := open.Store(ctx, url, varve.Config{CategorySeparator: sep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +96,37 @@ func TestWorkflowsCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWorkflowsSeparator: on a store whose application uses another
+// category separator, the commands find the instances with
+// --category-separator, and find none without it; a separator the store
+// refuses is a usage error.
+func TestWorkflowsSeparator(t *testing.T) {
+	url := "sqlite://" + t.TempDir() + "/sep.db"
+	stream := failingInstanceSep(t, url, ".")
+	if stream != "wfcli.o1" {
+		t.Fatalf("instance stream %q, want wfcli.o1", stream)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"with the separator", []string{"list", "wfcli", "--category-separator", "."}, exitOK, "stock service down"},
+		{"show with the separator", []string{"show", stream, "--category-separator", "."}, exitOK, "last error at"},
+		{"without it", []string{"list", "wfcli", "--json"}, exitOK, `"instances":[]`},
+		{"a separator the store refuses", []string{"list", "wfcli", "--category-separator", "longer than 8"}, exitUsage, "--category-separator"},
+	} {
+		r := runIn(t, append([]string{"workflows"}, append(tc.args, "--store", url)...)...)
+		text := r.stdout
+		if tc.code != exitOK {
+			text = r.stderr
+		}
+		if r.code != tc.code || !strings.Contains(strings.ReplaceAll(text, " ", ""), strings.ReplaceAll(tc.out, " ", "")) {
+			t.Fatalf("%s: exit %d, want %d and %q in\n%s%s", tc.name, r.code, tc.code, tc.out, r.stdout, r.stderr)
+		}
 	}
 }
