@@ -1,7 +1,9 @@
 // Package teststore opens fresh, isolated stores on every backend for the
 // tests of packages above the store (aggregate, subscription, delivery): a
 // new memory backend, a SQLite file in the test's temporary directory, a
-// PostgreSQL schema of its own that is dropped when the test ends. Server
+// PostgreSQL schema or a NATS stream of its own that is dropped when the test
+// ends. [PostgresSchemaURL] and [NATSStreamURL] name such a schema or stream
+// for a test that opens one store more than once, or in a child process. Server
 // backends find their server through internal/testenv, so a missing server
 // skips the test, or fails it with CI=true.
 package teststore
@@ -11,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -70,22 +73,42 @@ func SQLite(t testing.TB) varve.Backend {
 // the test ends.
 func Postgres(t testing.TB) varve.Backend {
 	t.Helper()
-	cfg, err := postgres.ParseURL(testenv.PostgresURL(t))
+	cfg, err := postgres.ParseURL(PostgresSchemaURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var id [4]byte
-	_, _ = rand.Read(id[:])
-	cfg.Schema = "varve_t_" + hex.EncodeToString(id[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := postgres.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
-	// A second backend drops the schema: the test may have closed the first.
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// PostgresSchemaURL returns the URL of a new schema on the test PostgreSQL
+// server (varve_schema set), for a test that opens the same store more than
+// once, in other processes too. The first backend opened with it creates the
+// schema; the schema is dropped when the test ends, after the cleanups
+// registered later, so the caller closes its backends in a cleanup or
+// before the end.
+func PostgresSchemaURL(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatalf("parse postgres url: %v", err)
+	}
+	q := u.Query()
+	q.Set("varve_schema", "varve_t_"+randomHex())
+	u.RawQuery = q.Encode()
+	raw := u.String()
+	cfg, err := postgres.ParseURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A backend of its own drops the schema: the test's are closed by now.
 	t.Cleanup(func() {
-		_ = b.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		cfg.NoMigrate = true
@@ -96,27 +119,52 @@ func Postgres(t testing.TB) varve.Backend {
 			_ = d.Close()
 		}
 	})
-	return b
+	return raw
 }
 
 // NATS opens a NATS backend on a JetStream stream, subject prefix and
 // buckets of its own, deleted when the test ends.
 func NATS(t testing.TB) varve.Backend {
 	t.Helper()
-	url := testenv.NATSURL(t)
-	var id [4]byte
-	_, _ = rand.Read(id[:])
-	name := "VARVE_T_" + hex.EncodeToString(id[:])
-	cfg := varvenats.Config{URL: url, Stream: name, Prefix: "vt" + hex.EncodeToString(id[:])}
+	cfg, err := varvenats.ParseURL(NATSStreamURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := varvenats.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("open nats: %v", err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// NATSStreamURL returns the URL of a new JetStream stream, subject prefix and
+// buckets on the test NATS server (stream and prefix set), for a test that
+// opens the same store more than once, in other processes too. The first
+// backend opened with it creates them; they are deleted when the test ends,
+// after the cleanups registered later, so the caller closes its backends in
+// a cleanup or before the end.
+func NATSStreamURL(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(testenv.NATSURL(t))
+	if err != nil {
+		t.Fatalf("parse nats url: %v", err)
+	}
+	id := randomHex()
+	name := "VARVE_T_" + id
+	q := u.Query()
+	q.Set("stream", name)
+	q.Set("prefix", "vt"+id)
+	u.RawQuery = q.Encode()
+	raw := u.String()
+	cfg, err := varvenats.ParseURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		_ = b.Close()
-		nc, err := natsgo.Connect(url)
+		nc, err := natsgo.Connect(cfg.URL)
 		if err != nil {
 			t.Errorf("delete test stream %s: %v", name, err)
 			return
@@ -135,7 +183,13 @@ func NATS(t testing.TB) varve.Backend {
 			}
 		}
 	})
-	return b
+	return raw
+}
+
+func randomHex() string {
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	return hex.EncodeToString(id[:])
 }
 
 // Each runs f as a parallel subtest per kind, named after it.
