@@ -286,7 +286,7 @@ func TestRunTimerHolderPausedPastLease(t *testing.T) {
 		}
 		hooked, resume := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		a.beforeAppend = func(_ string, in Input) {
+		a.beforeAppend = func(_ context.Context, _ string, in Input) {
 			if in.Timer == "" {
 				return
 			}

@@ -140,7 +140,7 @@ type Runner[S any] struct {
 	clock  Clock
 
 	// beforeAppend, set by tests, runs after Decide and before the append.
-	beforeAppend func(stream string, in Input)
+	beforeAppend func(ctx context.Context, stream string, in Input)
 
 	cfg  Config
 	fire *engine[S] // FireDue's
@@ -308,7 +308,7 @@ func (r *Runner[S]) apply(ctx context.Context, id string, input Input, now time.
 			return false, instanceError{err}
 		}
 		if r.beforeAppend != nil {
-			r.beforeAppend(stream, input)
+			r.beforeAppend(ctx, stream, input)
 		}
 		res, err := r.store.Append(ctx, stream, varve.Exact(inst.Version), evs...)
 		if err == nil {

@@ -240,7 +240,7 @@ func TestTimerPausedHolder(t *testing.T) {
 		f.clock.Add(11 * time.Minute)
 		paused, resume := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		a.beforeAppend = func(string, Input) {
+		a.beforeAppend = func(context.Context, string, Input) {
 			once.Do(func() { close(paused); <-resume })
 		}
 		var aFired int
@@ -301,7 +301,7 @@ func TestCrashBetweenDecideAndAppend(t *testing.T) {
 		in := f.input(t, "OrderPlaced", "o1")
 		dying := f.runner(t)
 		ctx, kill := context.WithCancel(context.Background())
-		dying.beforeAppend = func(string, Input) { kill() }
+		dying.beforeAppend = func(context.Context, string, Input) { kill() }
 		if err := dying.Handle(ctx, in); !errors.Is(err, context.Canceled) {
 			t.Fatalf("dying runner: err = %v, want context.Canceled", err)
 		}
