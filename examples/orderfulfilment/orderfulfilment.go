@@ -7,6 +7,10 @@
 // data: OrderPlaced, StockReserved, PaymentTaken, Shipped. Commands go out
 // through a [workflow.Sender]: ReserveStock, TakePayment, Ship, and on
 // timeout ReleaseStock and Refund.
+//
+// The tests drive it step by step (Handle, Relay, FireDue) and, as a
+// service would run it, with workflow.Runner.Run in two processes' worth of
+// runners splitting the orders into segments under leases.
 package orderfulfilment
 
 import (
