@@ -73,6 +73,7 @@ type Backend struct {
 
 	requests atomic.Uint64
 	closed   atomic.Bool
+	floor    floor // of $all reads
 
 	life   context.Context // ends at Close: stops the goroutines below
 	cancel context.CancelFunc

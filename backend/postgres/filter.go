@@ -49,9 +49,10 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 func (b *Backend) horizonLast(ctx context.Context) (int64, varve.Position, error) {
 	var h, tx, seq int64
 	b.requests.Add(1)
-	if err := b.pool.QueryRow(ctx, b.sql.horizonLast).Scan(&h, &tx, &seq); err != nil {
+	if err := b.pool.QueryRow(ctx, b.sql.horizonLast, b.floor.get()).Scan(&h, &tx, &seq); err != nil {
 		return 0, varve.Position{}, b.fail(ctx, err)
 	}
+	b.floor.raise(h)
 	return h, varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
 }
 

@@ -25,6 +25,8 @@ type queries struct {
 	// and its look at the lock table counts for it), and a page read below
 	// the lower one would miss events before the first one's last position.
 	horizonLast string
+	// The $all statements read below the greater of the horizon and a
+	// floor, a horizon proven before (Backend.floor): see floor.go.
 	// readAllBelow is readAll below a given horizon ($4).
 	readAllBelow string
 
@@ -143,7 +145,7 @@ ORDER BY e.tx, e.seq`
 	return queries{
 		numberPositions:  numbers,
 		positionOfNumber: position,
-		horizonLast: `WITH hz AS MATERIALIZED (SELECT ` + horizon + ` AS h)
+		horizonLast: `WITH hz AS MATERIALIZED (SELECT greatest(` + horizon + `, $1::bigint) AS h)
 SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0) FROM hz
 LEFT JOIN LATERAL (
     SELECT e.tx, e.seq FROM ` + s + `.events e
@@ -174,16 +176,16 @@ LIMIT $3`,
 		readBackward: readStream(`e.version <= $2`, `DESC`),
 		readAll: `SELECT ` + allCols + `
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < ` + horizon + `
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < greatest(` + horizon + `, $4::bigint)
 ORDER BY e.tx, e.seq
 LIMIT $3`,
 		readAllBackward: `SELECT ` + allCols + `
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) < ($1, $2) AND e.tx < ` + horizon + `
+WHERE (e.tx, e.seq) < ($1, $2) AND e.tx < greatest(` + horizon + `, $4::bigint)
 ORDER BY e.tx DESC, e.seq DESC
 LIMIT $3`,
 		lastPosition: `SELECT e.tx, e.seq FROM ` + s + `.events e
-WHERE e.tx < ` + horizon + `
+WHERE e.tx < greatest(` + horizon + `, $1::bigint)
 ORDER BY e.tx DESC, e.seq DESC
 LIMIT 1`,
 		streamInfo: `SELECT s.version, coalesce(e.tx, s.last_tx), coalesce(e.seq, s.last_seq),

@@ -176,13 +176,17 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 			at = varve.Position{Commit: math.MaxInt64, Seq: math.MaxInt64}
 		}
 	}
-	rows, err := b.pool.Query(ctx, stmt, clamp(at.Commit), clamp(at.Seq), q.Limit)
+	start := len(buf)
+	rows, err := b.pool.Query(ctx, stmt, clamp(at.Commit), clamp(at.Seq), q.Limit, b.floor.get())
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}
 	buf, _, err = b.scanAll(rows, buf, q.MaxBytes)
 	if err != nil {
 		return buf, b.fail(ctx, err)
+	}
+	for _, e := range buf[start:] {
+		b.floor.raise(int64(e.Position.Commit) + 1)
 	}
 	return buf, nil
 }
@@ -250,13 +254,14 @@ func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
 	}
 	var tx, seq int64
 	b.requests.Add(1)
-	err := b.pool.QueryRow(ctx, b.sql.lastPosition).Scan(&tx, &seq)
+	err := b.pool.QueryRow(ctx, b.sql.lastPosition, b.floor.get()).Scan(&tx, &seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return varve.Start, nil
 	}
 	if err != nil {
 		return varve.Position{}, b.fail(ctx, err)
 	}
+	b.floor.raise(tx + 1)
 	return varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
 }
 
