@@ -170,14 +170,14 @@ func TestBaselineMatchesHistory(t *testing.T) {
 		schema string
 		want   string
 	}{
-		{oldCfg.Schema, "1-14"},
-		{baseCfg.Schema, "13-14"},
-		{newCfg.Schema, "13-14"},
+		{oldCfg.Schema, "1-15"},
+		{baseCfg.Schema, "13-15"},
+		{newCfg.Schema, "13-15"},
 	} {
 		var got string
 		err := conn.QueryRow(ctx, "SELECT min(version) || '-' || max(version) || ' ' || count(*) FILTER (WHERE version > 13) FROM "+pgx.Identifier{tc.schema}.Sanitize()+".schema_migrations").Scan(&got)
-		if err != nil || got != tc.want+" 1" {
-			t.Errorf("schema %s has migrations %s (%v), want %s and one after the baseline", tc.schema, got, err, tc.want)
+		if err != nil || got != tc.want+" 2" {
+			t.Errorf("schema %s has migrations %s (%v), want %s and two after the baseline", tc.schema, got, err, tc.want)
 		}
 	}
 }
@@ -381,8 +381,8 @@ func TestUpgradeFromHistory(t *testing.T) {
 		}
 		return false
 	})
-	if fmt.Sprint(added) != "[14]" {
-		t.Errorf("the upgrade recorded the migrations %v, want [14]", added)
+	if fmt.Sprint(added) != "[14 15]" {
+		t.Errorf("the upgrade recorded the migrations %v, want [14 15]", added)
 	}
 	sameLines(t, "the rows", "before the upgrade", "after", before, after)
 	st, err := varve.New(b, varve.Config{})
@@ -487,4 +487,34 @@ func TestUpgradeFromHistory(t *testing.T) {
 				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true, Durable: true},
 		})
 	})
+}
+
+// TestIndexFillfactor: on a new schema and on one the baseline made,
+// the indexes that grow at their right edge fill their pages (migration
+// 15); the two in stream order keep the default, since their inserts
+// split pages in the middle.
+func TestIndexFillfactor(t *testing.T) {
+	ctx := context.Background()
+	sfx := "_" + randomSuffix()
+	baseCfg := config(t, "varve_ff_baseline"+sfx)
+	newCfg := config(t, "varve_ff_new"+sfx)
+	conn := testConn(t, newCfg.ConnString)
+	if err := postgres.CreateBaselineSchema(ctx, conn, baseCfg.Schema); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"events_pkey": "{fillfactor=100}", "events_type": "{fillfactor=100}", "events_category": "{fillfactor=100}",
+		"events_stream_version": "", "events_stream_id": "",
+	}
+	for _, cfg := range []postgres.Config{newCfg, baseCfg} {
+		open(t, cfg)
+		for index, opts := range want {
+			var got string
+			err := conn.QueryRow(ctx, `SELECT coalesce(c.reloptions::text, '') FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'i'`, cfg.Schema, index).Scan(&got)
+			if err != nil || got != opts {
+				t.Errorf("schema %s, index %s: options %q (%v), want %q", cfg.Schema, index, got, err, opts)
+			}
+		}
+	}
 }
