@@ -97,8 +97,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer cleanup()
 	defer s.Close()
+	defer cleanup() // first: Drop needs the backend open
 
 	w := workload.Storage()[0]
 	if *batch == 10 {
