@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/varve-go/varve"
@@ -170,14 +171,14 @@ func TestBaselineMatchesHistory(t *testing.T) {
 		schema string
 		want   string
 	}{
-		{oldCfg.Schema, "1-14"},
-		{baseCfg.Schema, "13-14"},
-		{newCfg.Schema, "13-14"},
+		{oldCfg.Schema, "1-16"},
+		{baseCfg.Schema, "13-16"},
+		{newCfg.Schema, "13-16"},
 	} {
 		var got string
 		err := conn.QueryRow(ctx, "SELECT min(version) || '-' || max(version) || ' ' || count(*) FILTER (WHERE version > 13) FROM "+pgx.Identifier{tc.schema}.Sanitize()+".schema_migrations").Scan(&got)
-		if err != nil || got != tc.want+" 1" {
-			t.Errorf("schema %s has migrations %s (%v), want %s and one after the baseline", tc.schema, got, err, tc.want)
+		if err != nil || got != tc.want+" 3" {
+			t.Errorf("schema %s has migrations %s (%v), want %s and three after the baseline", tc.schema, got, err, tc.want)
 		}
 	}
 }
@@ -381,8 +382,8 @@ func TestUpgradeFromHistory(t *testing.T) {
 		}
 		return false
 	})
-	if fmt.Sprint(added) != "[14]" {
-		t.Errorf("the upgrade recorded the migrations %v, want [14]", added)
+	if fmt.Sprint(added) != "[14 15 16]" {
+		t.Errorf("the upgrade recorded the migrations %v, want [14 15 16]", added)
 	}
 	sameLines(t, "the rows", "before the upgrade", "after", before, after)
 	st, err := varve.New(b, varve.Config{})
@@ -487,4 +488,93 @@ func TestUpgradeFromHistory(t *testing.T) {
 				Checkpoints: true, ListCheckpoints: true, ListStreams: true, Leases: true, Keys: true, Durable: true},
 		})
 	})
+}
+
+// TestEventIndexes: on a new schema and on one the baseline made, the
+// indexes that grow at their right edge fill their pages (migration 15),
+// the two in stream order keep the default, since their inserts split
+// pages in the middle, and events_stream_id is keyed on the id and a hash
+// of the stream (migration 16). The lookup of an event of a stream by id,
+// which an append's retry makes, is a scan of that index, before and
+// after ANALYZE, and the index refuses a second event of an id in a
+// stream, not the same id in another.
+func TestEventIndexes(t *testing.T) {
+	ctx := context.Background()
+	sfx := "_" + randomSuffix()
+	baseCfg := config(t, "varve_ix_baseline"+sfx)
+	newCfg := config(t, "varve_ix_new"+sfx)
+	conn := testConn(t, newCfg.ConnString)
+	if err := postgres.CreateBaselineSchema(ctx, conn, baseCfg.Schema); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"events_pkey":           "USING btree (tx, seq) WITH (fillfactor='100')",
+		"events_type":           "USING btree (type, tx, seq) WITH (fillfactor='100')",
+		"events_category":       "USING btree (category, tx, seq) WITH (fillfactor='100')",
+		"events_stream_version": "USING btree (stream, version)",
+		"events_stream_id":      "USING btree (id, hashtextextended(stream, (0)::bigint))",
+	}
+	for _, cfg := range []postgres.Config{newCfg, baseCfg} {
+		open(t, cfg)
+		for index, def := range want {
+			var got string
+			err := conn.QueryRow(ctx, `SELECT substring(pg_get_indexdef(c.oid) from 'USING .*$')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'i'`,
+				cfg.Schema, index).Scan(&got)
+			if err != nil || got != def {
+				t.Errorf("schema %s, index %s: %q (%v), want %q", cfg.Schema, index, got, err, def)
+			}
+		}
+	}
+
+	b := open(t, newCfg)
+	s, err := varve.New(b, varve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.New()
+	if _, err := s.Append(ctx, "ix-a", varve.NoStream, varve.Event{ID: id, Type: "E"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "ix-b", varve.NoStream, varve.Event{ID: id, Type: "E"}); err != nil {
+		t.Fatalf("the same id in another stream: %v", err)
+	}
+	if _, err := s.Append(ctx, "ix-a", varve.Any, varve.Event{Type: "E"}, varve.Event{ID: id, Type: "E"}); !errors.Is(err, varve.ErrDuplicateEvent) {
+		t.Fatalf("an id again in its stream: %v, want ErrDuplicateEvent", err)
+	}
+	// A store's worth of events, so that ANALYZE finds a scan of the whole
+	// table dearer than an index; the lookup is of an event of a stream of
+	// 100, where the id is the narrower range.
+	batch := make([]varve.Event, 100)
+	var first uuid.UUID
+	for i := range 20 {
+		for k := range batch {
+			batch[k] = varve.Event{ID: uuid.New(), Type: "E", Data: []byte("{}")}
+		}
+		if i == 0 {
+			first = batch[0].ID
+		}
+		if _, err := s.Append(ctx, fmt.Sprintf("ix-%d", i), varve.Any, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lookup := "EXPLAIN SELECT e.version FROM " + pgx.Identifier{newCfg.Schema}.Sanitize() + ".events e WHERE e.stream = 'ix-0' AND e.id = '" + first.String() + "'"
+	for _, when := range []string{"before ANALYZE", "after ANALYZE"} {
+		if when == "after ANALYZE" {
+			if _, err := conn.Exec(ctx, "ANALYZE "+pgx.Identifier{newCfg.Schema, "events"}.Sanitize()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := conn.Query(ctx, lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.Join(plan, "\n"); !strings.Contains(p, "Index Scan using events_stream_id") && !strings.Contains(p, "Bitmap Index Scan on events_stream_id") {
+			t.Errorf("%s, the lookup of an id in a stream:\n%s", when, strings.Join(plan, "\n"))
+		}
+	}
 }

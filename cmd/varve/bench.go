@@ -30,12 +30,15 @@ NATS) and prints the figures of every workload that writes also as a ratio to it
 Rows: one per workload and store; the ratio is the throughput over the baseline's.
 
 Workloads: ` + strings.Join(workload.Names(), ", ") + `;
-groups: suite (the default), commands (the command bus against a direct Execute), scale, all.
+groups: suite (the default), commands (the command bus against a direct Execute),
+storage (bytes on disk per event of 100 bytes: the store's size after VACUUM on
+PostgreSQL or a WAL checkpoint on SQLite, before and after the appends), scale, all.
 
 A progress line goes to stderr while it runs.` + storeHelp,
 		Example: `  varve bench
   varve bench --store sqlite --store memory --store postgres --store nats
   varve bench --workload scale --html report.html
+  varve bench --store sqlite --store postgres --store nats --workload storage --json
   varve bench --workload append-single --workload load-100 --events 10000 --json
   varve bench --workload append-single --check 'p99<20ms' --check 'ratio>=0.5'`,
 		Args: cobra.NoArgs,

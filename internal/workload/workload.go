@@ -58,6 +58,9 @@ type Workload struct {
 	Unit Unit
 	// Scale marks the scale workloads, which are meant for large budgets.
 	Scale bool
+	// Bytes marks the storage workloads, after which a lab run reports the
+	// bytes the store's size on disk grew by per event written.
+	Bytes bool
 	// Setup prepares the store; it is not timed.
 	Setup func(ctx context.Context, s *varve.Store, p Params) (Prepared, error)
 }
@@ -132,10 +135,14 @@ func Scale() []Workload {
 	return ws
 }
 
-// All returns the suite and the scale workloads.
-func All() []Workload { return append(append(Suite(), Commands()...), Scale()...) }
+// All returns every workload: the suite, the command, storage and scale
+// workloads.
+func All() []Workload {
+	return slices.Concat(Suite(), Commands(), Storage(), Scale())
+}
 
-// Select resolves workload names and the groups "suite", "scale" and "all"
+// Select resolves workload names and the groups "suite", "commands",
+// "storage", "scale" and "all"
 // into workloads, in report order and without repeats. No names selects the
 // suite.
 func Select(names []string) ([]Workload, error) {
@@ -145,14 +152,14 @@ func Select(names []string) ([]Workload, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		switch n {
-		case "suite", "commands", "scale", "all":
+		case "suite", "commands", "storage", "scale", "all":
 			for _, w := range groups()[n] {
 				want[w.Name] = true
 			}
 			continue
 		}
 		if !slices.ContainsFunc(All(), func(w Workload) bool { return w.Name == n }) {
-			return nil, fmt.Errorf("workload %q: not one of %v or the groups suite, commands, scale, all: %w", n, Names(), varve.ErrInvalidArgument)
+			return nil, fmt.Errorf("workload %q: not one of %v or the groups suite, commands, storage, scale, all: %w", n, Names(), varve.ErrInvalidArgument)
 		}
 		want[n] = true
 	}
@@ -166,7 +173,7 @@ func Select(names []string) ([]Workload, error) {
 }
 
 func groups() map[string][]Workload {
-	return map[string][]Workload{"suite": Suite(), "commands": Commands(), "scale": Scale(), "all": All()}
+	return map[string][]Workload{"suite": Suite(), "commands": Commands(), "storage": Storage(), "scale": Scale(), "all": All()}
 }
 
 // Names returns the names of all workloads.
@@ -185,16 +192,16 @@ func appendWorkload(name, bench, about string, workers, batch, streams int, meta
 		Name: name, Bench: bench, About: about, Workers: workers, Unit: Events,
 		Setup: func(_ context.Context, s *varve.Store, p Params) (Prepared, error) {
 			return Prepared{PerOp: batch, NewOp: func(w int) Op {
-				return appendOp(s, streamNames(p.Prefix+"w"+strconv.Itoa(w)+"-", streams), batch, meta, exact)
+				return appendOp(s, streamNames(p.Prefix+"w"+strconv.Itoa(w)+"-", streams), Payload, batch, meta, exact)
 			}}, nil
 		},
 	}
 }
 
-func appendOp(s *varve.Store, names []string, batch int, meta, exact bool) Op {
+func appendOp(s *varve.Store, names []string, data []byte, batch int, meta, exact bool) Op {
 	evs := make([]varve.Event, batch)
 	for i := range evs {
-		evs[i] = varve.Event{Type: "OrderPlaced", Data: Payload}
+		evs[i] = varve.Event{Type: "OrderPlaced", Data: data}
 		if meta {
 			evs[i].Metadata = Metadata
 		}
@@ -315,7 +322,7 @@ func mixedWorkload(name, bench string, readPct int) Workload {
 			}
 			return Prepared{PerOp: 1, NewOp: func(w int) Op {
 				rng := rand.New(rand.NewPCG(uint64(readPct), uint64(w)))
-				write := appendOp(s, streamNames(p.Prefix+"w"+strconv.Itoa(w)+"-", streamsPerWorker), 1, false, false)
+				write := appendOp(s, streamNames(p.Prefix+"w"+strconv.Itoa(w)+"-", streamsPerWorker), Payload, 1, false, false)
 				return func(ctx context.Context) (int, error) {
 					if rng.IntN(100) < readPct {
 						return readAll(ctx, s, read[rng.IntN(len(read))], seedEvents)

@@ -114,6 +114,7 @@ func TestSelect(t *testing.T) {
 	}{
 		{nil, len(workload.Suite()), false},
 		{[]string{"scale"}, len(workload.Scale()), false},
+		{[]string{"storage"}, len(workload.Storage()), false},
 		{[]string{"all", "append-single"}, len(workload.All()), false},
 		{[]string{"load-10", "append-single"}, 2, false},
 		{[]string{"nope"}, 0, true},
@@ -136,8 +137,44 @@ func TestSelect(t *testing.T) {
 }
 
 func TestPayloadSizes(t *testing.T) {
-	if len(workload.Payload) != 84 || len(workload.Metadata) != 149 {
-		t.Fatalf("payload %d and metadata %d bytes; the docs say 84 and 149", len(workload.Payload), len(workload.Metadata))
+	if len(workload.Payload) != 84 || len(workload.Metadata) != 149 || len(workload.StoragePayload) != 100 {
+		t.Fatalf("payload %d, metadata %d and storage payload %d bytes; the docs say 84, 149 and 100",
+			len(workload.Payload), len(workload.Metadata), len(workload.StoragePayload))
+	}
+}
+
+// TestStorageWorkloads: the storage workloads, and only they, are marked
+// for a measure of bytes, and append events of 100 bytes of data over
+// StorageStreams streams.
+func TestStorageWorkloads(t *testing.T) {
+	for _, w := range workload.All() {
+		if w.Bytes != strings.HasPrefix(w.Name, "storage-") {
+			t.Errorf("workload %s: Bytes %v", w.Name, w.Bytes)
+		}
+	}
+	for _, w := range workload.Storage() {
+		s := newStore(t)
+		prep, err := w.Setup(t.Context(), s, workload.Params{Prefix: "t-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := drive(t, w.Workers, prep.NewOp, workload.Limits{Ops: 2 * workload.StorageStreams}); res.err != nil {
+			t.Fatal(res.err)
+		}
+		events, streams := 0, map[string]bool{}
+		for e, err := range s.ReadAll(t.Context(), varve.Start) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(e.Data) != 100 || len(e.Metadata) != 0 {
+				t.Fatalf("%s: event of %d bytes of data and %d of metadata, want 100 and 0", w.Name, len(e.Data), len(e.Metadata))
+			}
+			events++
+			streams[e.Stream] = true
+		}
+		if want := 2 * workload.StorageStreams * prep.PerOp; events != want || len(streams) != workload.StorageStreams {
+			t.Fatalf("%s: %d events in %d streams, want %d in %d", w.Name, events, len(streams), want, workload.StorageStreams)
+		}
 	}
 }
 

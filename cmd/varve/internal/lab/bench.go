@@ -76,6 +76,9 @@ type BenchWorkload struct {
 	Workers int           `json:"workers"`
 	Unit    workload.Unit `json:"unit"`
 	Scale   bool          `json:"scale"`
+	// Bytes marks a storage workload, whose results say what an event
+	// costs on disk.
+	Bytes bool `json:"bytes"`
 }
 
 // BenchStore is what a run measured on one store.
@@ -125,7 +128,10 @@ type BenchResult struct {
 	// without one, and for workloads that read, which a write baseline
 	// does not measure.
 	VsBaseline *BenchRatios `json:"vs_baseline"`
-	Error      string       `json:"error,omitempty"`
+	// Bytes is the store's growth on disk over a storage workload; nil for
+	// other workloads and for a store that cannot tell its size.
+	Bytes *BenchBytes `json:"bytes,omitempty"`
+	Error string      `json:"error,omitempty"`
 }
 
 // BenchRatios relate a result to its store's baseline: Throughput is the
@@ -161,7 +167,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	for _, w := range ws {
 		rep.Workloads = append(rep.Workloads, BenchWorkload{
-			Name: w.Name, Bench: w.Bench, About: w.About, Workers: w.Workers, Unit: w.Unit, Scale: w.Scale,
+			Name: w.Name, Bench: w.Bench, About: w.About, Workers: w.Workers, Unit: w.Unit, Scale: w.Scale, Bytes: w.Bytes,
 		})
 	}
 
@@ -286,8 +292,18 @@ func (r *benchRun) measure(ctx context.Context, st *BenchStore) {
 		units, d := r.limits(w.Scale)
 		live := new(Live)
 		r.prog.begin(r.label, w.Name, "", live, units, w.Unit)
-		res, err := Run(ctx, r.store, w, workload.Params{Prefix: r.prefix + w.Name + "-"}, units, d, r.cfg.Rate, live)
-		br := BenchResult{Workload: w.Name, Result: res}
+		p := workload.Params{Prefix: r.prefix + w.Name + "-"}
+		var (
+			res   Result
+			bytes *BenchBytes
+			err   error
+		)
+		if w.Bytes {
+			res, bytes, err = runBytes(ctx, r.store, r.url, w, p, units, d, r.cfg.Rate, live)
+		} else {
+			res, err = Run(ctx, r.store, w, p, units, d, r.cfg.Rate, live)
+		}
+		br := BenchResult{Workload: w.Name, Result: res, Bytes: bytes}
 		if res.Ops == 0 && ctx.Err() != nil {
 			r.prog.end("interrupted before the first op")
 			continue
@@ -440,7 +456,7 @@ func varveVersion() string {
 // writeWorkloads are the workloads whose op writes, and which the store's
 // write baseline measures (TestWorkloadKinds lists the ones that read).
 var writeWorkloads = []string{"append-single", "append-batch10", "append-batch100", "append-metadata", "append-expected",
-	"concurrent-8", "concurrent-32", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
+	"concurrent-8", "concurrent-32", "storage-single", "storage-batch10", "scale-append", "scale-batch100", "scale-concurrent8", "scale-streams1000"}
 
 // Writes reports whether a workload only writes: only those get a ratio to
 // the store's write baseline.
@@ -469,7 +485,9 @@ type BenchDetail struct {
 	VsBaseline  *BenchRatios `json:"vs_baseline"`
 	AllocsPerOp float64      `json:"allocs_per_op"`
 	BytesPerOp  float64      `json:"bytes_per_op"`
-	Timeline    []Point      `json:"timeline"`
+	// Bytes is the store's growth on disk over a storage workload.
+	Bytes    *BenchBytes `json:"bytes,omitempty"`
+	Timeline []Point     `json:"timeline"`
 }
 
 // Rows returns a row per workload and store.
@@ -481,7 +499,7 @@ func (rep *BenchReport) Rows() []Row {
 			row := Row{Store: st.Name, Name: r.Workload, Unit: string(wl.Unit), Count: countOf(r.Result, wl.Unit),
 				Rate: r.Rate(wl.Unit), Elapsed: r.Elapsed, Latency: r.Latency, Stopped: r.Stopped, Error: r.Error,
 				Detail: BenchDetail{Workers: wl.Workers, Ops: r.Ops, Events: r.Events, VsBaseline: r.VsBaseline,
-					AllocsPerOp: r.AllocsPerOp, BytesPerOp: r.BytesPerOp, Timeline: r.Timeline}}
+					AllocsPerOp: r.AllocsPerOp, BytesPerOp: r.BytesPerOp, Bytes: r.Bytes, Timeline: r.Timeline}}
 			if r.VsBaseline != nil {
 				row.Ratio = ratioPtr(r.VsBaseline.Throughput)
 			}

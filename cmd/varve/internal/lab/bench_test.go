@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -340,5 +341,69 @@ func TestConcurrentBaseline(t *testing.T) {
 		if r.Error != "" || r.VsBaseline == nil || math.Abs(r.VsBaseline.Throughput*want-r.Rate(workload.Events)) > 1e-6*r.Rate(workload.Events) {
 			t.Fatalf("%s: error %q, ratio %+v, want its rate %g over %g", r.Workload, r.Error, r.VsBaseline, r.Rate(workload.Events), want)
 		}
+	}
+}
+
+// TestBenchStorage: a storage workload reports the store's growth on disk
+// per event, settled as the backend allows. The memory backend's Size
+// counts event data only, so its figure is the payload's 100 bytes exactly;
+// a durable store keeps more than the data of each event, and less than
+// the 8 KiB page that a figure sized before its writes landed would show.
+func TestBenchStorage(t *testing.T) {
+	names := []string{"storage-single", "storage-batch10"}
+	rep, err := Bench(t.Context(), BenchConfig{
+		Stores:    targets(t, "memory:", "sqlite://"+t.TempDir()+"/store.db", testenv.PostgresURL(t), testenv.NATSURL(t)),
+		Workloads: names, Events: 2000, Duration: -1, Progress: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle := map[string]string{"memory": "", "sqlite": "PRAGMA wal_checkpoint(TRUNCATE)", "postgres": "VACUUM (ANALYZE)", "nats": ""}
+	for _, st := range rep.Stores {
+		if len(st.Results) != len(names) {
+			t.Fatalf("store %s: %d results, want %d", st.Name, len(st.Results), len(names))
+		}
+		for _, r := range st.Results {
+			b := r.Bytes
+			if r.Error != "" || b == nil || r.Events != 2000 {
+				t.Fatalf("store %s %s: %d events, error %q, bytes %+v", st.Name, r.Workload, r.Events, r.Error, b)
+			}
+			if b.Settle != settle[st.Backend] || b.PerEvent != float64(b.After-b.Before)/2000 {
+				t.Fatalf("store %s %s: bytes %+v, want settled by %q", st.Name, r.Workload, b, settle[st.Backend])
+			}
+			switch {
+			case st.Backend == "memory" && b.PerEvent != 100:
+				t.Fatalf("memory %s: %g bytes an event, want the 100 of its data", r.Workload, b.PerEvent)
+			case st.Backend != "memory" && (b.PerEvent <= 100 || b.PerEvent >= 8192):
+				t.Fatalf("store %s %s: %g bytes an event, want more than its 100 bytes of data and less than a page", st.Name, r.Workload, b.PerEvent)
+			}
+		}
+	}
+	var text bytes.Buffer
+	if err := PrintBench(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"DISK B/EVENT", "VACUUM (ANALYZE)", "100.0"} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	rows, err := json.Marshal(rep.Rows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rows), `"per_event":100`) {
+		t.Fatalf("rows lack the bytes per event: %s", rows)
+	}
+}
+
+// TestBenchNoBytes: the other workloads report no bytes.
+func TestBenchNoBytes(t *testing.T) {
+	rep, err := Bench(t.Context(), BenchConfig{Stores: targets(t, "memory:"), Workloads: []string{"append-single"}, Events: 50, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Stores[0].Results[0]; r.Bytes != nil {
+		t.Fatalf("append-single reports bytes: %+v", r.Bytes)
 	}
 }

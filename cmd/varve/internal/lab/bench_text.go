@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,13 +73,24 @@ func PrintBench(w io.Writer, rep *BenchReport) error {
 		unit := strings.ToUpper(string(wl.Unit))
 		fmt.Fprintf(&b, "\n%s: %s (%d %s)\n", wl.Name, wl.About, wl.Workers, plural(wl.Workers, "worker"))
 		t := textTable{header: []string{"STORE", unit, unit + "/S", "vs BASE", "P50", "vs BASE", "P90", "P99", "vs BASE", "MAX", "N", "ALLOCS/OP", "B/OP", "NOTE"}, left: 1}
+		if wl.Bytes {
+			t.header = slices.Insert(t.header, len(t.header)-1, "DISK B/EVENT", "SETTLED BY")
+		}
 		for si, r := range rep.resultsOf(wl.Name) {
 			rt, r50, r99 := r.ratios()
 			l := r.Latency
 			few = few || (l.FewSamples && l.Samples > 0)
-			t.add(rep.Stores[si].Name, GroupDigits(float64(countOf(r.Result, wl.Unit))), GroupDigits(r.Rate(wl.Unit)), rt,
+			cells := []string{rep.Stores[si].Name, GroupDigits(float64(countOf(r.Result, wl.Unit))), GroupDigits(r.Rate(wl.Unit)), rt,
 				fmtDur(l.P50), r50, fmtDur(l.P90), fmtDur(l.P99), r99, fmtDur(l.Max), l.SamplesText(),
-				fmtFloat(r.AllocsPerOp), GroupDigits(r.BytesPerOp), r.note())
+				fmtFloat(r.AllocsPerOp), GroupDigits(r.BytesPerOp)}
+			if wl.Bytes {
+				perEvent, how := "-", ""
+				if r.Bytes != nil {
+					perEvent, how = fmt.Sprintf("%.1f", r.Bytes.PerEvent), r.Bytes.Settle
+				}
+				cells = append(cells, perEvent, how)
+			}
+			t.add(append(cells, r.note())...)
 		}
 		if len(t.rows) == 0 {
 			t.add("(not run)")
