@@ -31,20 +31,20 @@ func TestConsoleErasures(t *testing.T) {
 	}
 	a := serve(t, store, server.Config{Writes: true})
 	b.signIn(a)
-	b.do("the erasures page", chromedp.Click(chromedp.CSS(`nav a[data-view="erasures"]`)), chromedp.WaitVisible(chromedp.ID("erasures")))
+	b.do("the erasures page", click(`nav a[data-view="erasures"]`), chromedp.WaitVisible(chromedp.ID("erasures")))
 	if got := b.text("erasures"); !strings.Contains(got, "No erasures") {
 		t.Fatalf("the page of a store without erasures shows:\n%s", got)
 	}
-	b.do("open the erase box", chromedp.Click(chromedp.CSS(`#erase-box > summary`)),
-		chromedp.SendKeys(chromedp.ID("erase-subject"), "user-1"), chromedp.Click(chromedp.ID("erase-count")),
-		chromedp.Click(chromedp.ID("erase-start")), chromedp.WaitVisible(chromedp.ID("confirm-name")))
+	b.do("open the erase box", click(`#erase-box > summary`),
+		chromedp.SendKeys(chromedp.ID("erase-subject"), "user-1"), click("#erase-count"),
+		click("#erase-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	disabled := `document.querySelector("#confirm-go").disabled`
 	b.until("the button disabled", disabled)
 	b.do("a wrong subject", chromedp.SendKeys(chromedp.ID("confirm-name"), "user-"))
 	b.until("the button still disabled", disabled)
 	b.do("the subject", chromedp.SendKeys(chromedp.ID("confirm-name"), "1"))
 	b.until("the button enabled", "!"+disabled)
-	b.do("erase", chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("erase", click("#confirm-go"))
 	b.until("the notice", `document.querySelector("#flash") !== null`)
 	if f := b.text("flash"); !strings.Contains(f, "Erased user-1") || !strings.Contains(f, "3 events") {
 		t.Fatalf("the notice says %q", f)

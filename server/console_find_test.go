@@ -58,21 +58,21 @@ func TestConsoleFind(t *testing.T) {
 	if got := eval(`String(document.getElementById("log-newer"))`); got != "null" {
 		t.Fatalf("the newest page offers newer events (%s)", got)
 	}
-	b.do("older", chromedp.Click(chromedp.ID("log-older")))
+	b.do("older", click("#log-older"))
 	b.until("the page before", `document.querySelector("#log tbody tr").dataset.position === "25"`)
-	b.do("older again", chromedp.Click(chromedp.ID("log-older")))
+	b.do("older again", click("#log-older"))
 	b.until("the last page", `document.querySelector("#log tbody tr").dataset.position === "5"`)
 	if got := rows(); got != positions(5, 1) {
 		t.Fatalf("the oldest page shows positions %s", got)
 	}
-	b.do("newer", chromedp.Click(chromedp.ID("log-newer")))
+	b.do("newer", click("#log-newer"))
 	b.until("the page after", `document.querySelector("#log tbody tr").dataset.position === "25"`)
 	if got := rows(); got != positions(25, 6) {
 		t.Fatalf("the newer page shows positions %s", got)
 	}
 
 	// The filter: the carts (every third event, from the second).
-	b.do("filter", chromedp.SendKeys(chromedp.ID("log-category"), "cart"), chromedp.Click(chromedp.ID("log-apply")))
+	b.do("filter", chromedp.SendKeys(chromedp.ID("log-category"), "cart"), click("#log-apply"))
 	b.until("the carts", `location.hash.includes("category=cart") && document.querySelector("#log tbody tr").dataset.position === "44"`)
 	if got := b.text("log"); strings.Contains(got, "order-") || strings.Count(got, "cart-") != 15 {
 		t.Fatalf("the carts' page shows:\n%s", got)
@@ -81,9 +81,9 @@ func TestConsoleFind(t *testing.T) {
 
 	// By id: one event found, and its page.
 	want := events[17]
-	b.do("find by id", chromedp.SendKeys(chromedp.ID("find-value"), want.ID.String()), chromedp.Click(chromedp.ID("find-submit")))
+	b.do("find by id", chromedp.SendKeys(chromedp.ID("find-value"), want.ID.String()), click("#find-submit"))
 	b.until("found", `document.querySelectorAll("#found tbody tr[data-position]").length === 1`)
-	b.do("open it", chromedp.Click(chromedp.CSS(`#found tbody tr a.mono`)))
+	b.do("open it", click(`#found tbody tr a.mono`))
 	b.until("the event's page", `document.querySelector("#card-event-id") !== null`)
 	if got := b.text("card-event-id"); got != want.ID.String() {
 		t.Fatalf("the event's page shows id %q, want %s", got, want.ID)
@@ -98,7 +98,7 @@ func TestConsoleFind(t *testing.T) {
 
 	// By correlation id: req-3 is 9 events, newest first.
 	b.do("find by correlation id", chromedp.Navigate(a.url+"/#/log"), chromedp.WaitVisible(chromedp.ID("find-value")),
-		chromedp.SendKeys(chromedp.ID("find-value"), "req-3"), chromedp.Click(chromedp.ID("find-submit")))
+		chromedp.SendKeys(chromedp.ID("find-value"), "req-3"), click("#find-submit"))
 	b.until("found", `document.querySelectorAll("#found tbody tr[data-position]").length === 9`)
 	if got := rows(); got != "44,39,34,29,24,19,14,9,4" {
 		t.Fatalf("events with correlation id req-3 at %s", got)

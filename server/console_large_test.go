@@ -68,15 +68,15 @@ func TestConsoleLargeEvents(t *testing.T) {
 	// The small nested event is drawn at once, its deep levels folded.
 	b.until("a fold", `document.querySelector('[data-version="2"] .j-fold') !== null`)
 	folds := b.eval(`String(document.querySelectorAll('[data-version="2"] .j-fold').length)`)
-	b.do("open the fold", chromedp.Click(chromedp.CSS(`[data-version="2"] .j-fold`)))
+	b.do("open the fold", click(`[data-version="2"] .j-fold`))
 	b.until("the fold's levels", `document.querySelector('[data-version="2"] pre').innerText.includes('"bottom"')`)
 	if folds != "1" {
 		t.Fatalf("the 60 levels show %s folds, want 1", folds)
 	}
 	// The deep event is large: drawn on demand, folded past a depth.
-	b.do("show the deep event", chromedp.Click(chromedp.CSS(`[data-version="1"] .j-show`)))
+	b.do("show the deep event", click(`[data-version="1"] .j-show`))
 	b.until("its first levels", `document.querySelector('[data-version="1"] .j-fold') !== null`)
-	b.do("its raw text", chromedp.Click(chromedp.CSS(`[data-version="1"] .j-raw`)))
+	b.do("its raw text", click(`[data-version="1"] .j-raw`))
 	raw := b.eval(`document.querySelector('[data-version="1"] pre[data-part=data]').innerText`)
 	if want := string(nest(10_000)); raw != want {
 		t.Fatalf("the raw text of the deep event: %d characters, %.60q..., want %d", len(raw), raw, len(want))
@@ -86,14 +86,14 @@ func TestConsoleLargeEvents(t *testing.T) {
 	if n := b.eval(`String(document.querySelectorAll("#events .j-show").length)`); n != strconv.Itoa(bigEvents) {
 		t.Fatalf("%s of %d large events wait for a click to be drawn", n, bigEvents)
 	}
-	b.do("show a large event", chromedp.Click(chromedp.CSS(`[data-version="3"] .j-show`)))
+	b.do("show a large event", click(`[data-version="3"] .j-show`))
 	b.until("its items", `document.querySelector('[data-version="3"] .j-cut') !== null`)
 	shown := b.eval(`document.querySelector('[data-version="3"] pre[data-part=data]').innerText`)
 	if !strings.HasPrefix(shown, "[\n  0,\n  1,\n") || !strings.Contains(shown, "more items") || len(shown) > 100_000 {
 		t.Fatalf("the large event drawn: %d characters, %.80q", len(shown), shown)
 	}
 	b.shot("large-event")
-	b.do("its raw text", chromedp.Click(chromedp.CSS(`[data-version="3"] .j-raw`)))
+	b.do("its raw text", click(`[data-version="3"] .j-raw`))
 	raw = b.eval(`document.querySelector('[data-version="3"] pre[data-part=data]').innerText`)
 	if !strings.HasPrefix(raw, "[0,1,2,3,") || len(raw) > 300_000 || !strings.Contains(raw, "Copy") {
 		t.Fatalf("the raw text of the large event: %d characters, %.80q", len(raw), raw)

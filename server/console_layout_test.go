@@ -46,7 +46,7 @@ func TestConsoleLayout(t *testing.T) {
 	if got := eval(`document.title`); got != "Sign in · varve console" {
 		t.Errorf("the sign-in page's title is %q", got)
 	}
-	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("dash-cards")))
+	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), click("#signin"), chromedp.WaitVisible(chromedp.ID("dash-cards")))
 	if got := eval(navShown); strings.Contains(got, "none") {
 		t.Fatalf("signed in, the navigation or sign-out is hidden (display %s)", got)
 	}
@@ -103,7 +103,7 @@ func TestConsoleLayout(t *testing.T) {
 	visit("390")
 	b.shot("layout-390")
 
-	b.do("sign out", chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("token")))
+	b.do("sign out", click("#logout"), chromedp.WaitVisible(chromedp.ID("token")))
 	if got := eval(navShown); got != "none none" {
 		t.Fatalf("after sign-out the navigation and sign-out show (display %s)", got)
 	}

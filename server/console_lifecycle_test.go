@@ -37,13 +37,13 @@ func TestConsoleLifecycle(t *testing.T) {
 	openBox := func(stream string) {
 		t.Helper()
 		b.do("the page of "+stream, chromedp.Navigate(a.url+"/#/stream/"+stream), chromedp.WaitVisible(chromedp.ID("events")))
-		b.do("open the lifecycle box", chromedp.Click(chromedp.CSS(`#lifecycle-box > summary`)))
+		b.do("open the lifecycle box", click(`#lifecycle-box > summary`))
 	}
 	disabled := `document.querySelector("#confirm-go").disabled`
 
 	// Truncate: the button waits for the stream's id.
 	openBox("order-7")
-	b.do("truncate before 4", chromedp.SendKeys(chromedp.ID("truncate-before"), "4"), chromedp.Click(chromedp.ID("truncate-start")), chromedp.WaitVisible(chromedp.ID("confirm-name")))
+	b.do("truncate before 4", chromedp.SendKeys(chromedp.ID("truncate-before"), "4"), click("#truncate-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	b.until("the button disabled", disabled)
 	b.do("a wrong id", chromedp.SendKeys(chromedp.ID("confirm-name"), "order-"))
 	b.until("the button still disabled", disabled)
@@ -53,7 +53,7 @@ func TestConsoleLifecycle(t *testing.T) {
 		t.Fatalf("the truncate question says %q", q)
 	}
 	b.shot("lifecycle-confirm")
-	b.do("confirm", chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("confirm", click("#confirm-go"))
 	b.until("the truncated page", `document.querySelector("#flash") !== null && Math.min(...[...document.querySelectorAll("#events article")].map(a => Number(a.dataset.version))) === 4`)
 	if f, v := b.text("flash"), b.text("card-version"); !strings.Contains(f, "below version 4") || v != "10" {
 		t.Fatalf("after truncate the page says %q, version %q", f, v)
@@ -71,12 +71,12 @@ func TestConsoleLifecycle(t *testing.T) {
 	}
 
 	// Delete: the state badge says deleted; an append can start it afresh.
-	b.do("open the lifecycle box", chromedp.Click(chromedp.CSS(`#lifecycle-box > summary`)))
-	b.do("delete", chromedp.Click(chromedp.ID("delete-start")), chromedp.WaitVisible(chromedp.ID("confirm-name")))
+	b.do("open the lifecycle box", click(`#lifecycle-box > summary`))
+	b.do("delete", click("#delete-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	b.until("the button disabled", disabled)
 	b.do("the id", chromedp.SendKeys(chromedp.ID("confirm-name"), "order-7"))
 	b.until("the button enabled", "!"+disabled)
-	b.do("confirm", chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("confirm", click("#confirm-go"))
 	b.until("the deleted state", `document.querySelector("#card-state") !== null && document.querySelector("#card-state").textContent === "deleted"`)
 	if f := b.text("flash"); !strings.Contains(f, "afresh") {
 		t.Fatalf("after delete the page says %q", f)
@@ -89,14 +89,14 @@ func TestConsoleLifecycle(t *testing.T) {
 
 	// Tombstone: it says it is permanent; the append box goes.
 	openBox("order-8")
-	b.do("tombstone", chromedp.Click(chromedp.ID("tombstone-start")), chromedp.WaitVisible(chromedp.ID("confirm-name")))
+	b.do("tombstone", click("#tombstone-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	if q := b.text("confirm"); !strings.Contains(q, "permanent") || !strings.Contains(q, "cannot be undone") {
 		t.Fatalf("the tombstone question says %q", q)
 	}
 	b.until("the button disabled", disabled)
 	b.do("the id", chromedp.SendKeys(chromedp.ID("confirm-name"), "order-8"))
 	b.until("the button enabled", "!"+disabled)
-	b.do("confirm", chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("confirm", click("#confirm-go"))
 	b.until("the tombstoned state", `document.querySelector("#card-state") !== null && document.querySelector("#card-state").textContent === "tombstoned"`)
 	b.until("the append and lifecycle boxes gone", `document.querySelector("#append-box") === null && document.querySelector("#lifecycle-box") === null`)
 	if info, err := store.StreamInfo(ctx, "order-8"); err != nil || !info.Tombstoned {
@@ -110,10 +110,10 @@ func TestConsoleLifecycle(t *testing.T) {
 	if _, err := store.Append(ctx, "order-9", varve.Exact(2), varve.NewEvent("Late", []byte(`{}`))); err != nil {
 		t.Fatal(err)
 	}
-	b.do("delete", chromedp.Click(chromedp.ID("delete-start")), chromedp.WaitVisible(chromedp.ID("confirm-name")))
+	b.do("delete", click("#delete-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	b.do("the id", chromedp.SendKeys(chromedp.ID("confirm-name"), "order-9"))
 	b.until("the button enabled", "!"+disabled)
-	b.do("confirm", chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("confirm", click("#confirm-go"))
 	b.until("the refusal", `document.querySelector("#lifecycle-out [role=alert]") !== null`)
 	if e := b.text("lifecycle-out"); !strings.Contains(e, "wrong expected version") {
 		t.Fatalf("the refused delete shows %q", e)
@@ -128,7 +128,7 @@ func TestConsoleLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.do("a 390 px window", chromedp.EmulateViewport(390, 844))
-	b.do("tombstone (the box is open still)", chromedp.Click(chromedp.ID("tombstone-start")), chromedp.WaitVisible(chromedp.ID("confirm-name")),
+	b.do("tombstone (the box is open still)", click("#tombstone-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")),
 		chromedp.ScrollIntoView(chromedp.ID("lifecycle-box")))
 	b.until("no sideways scrolling", `document.documentElement.scrollWidth <= window.innerWidth`)
 	b.shot("lifecycle-390-dark")

@@ -70,26 +70,26 @@ func TestConsoleProjections(t *testing.T) {
 		t.Fatalf("the projections page shows:\n%s", list)
 	}
 	b.shot("projections")
-	b.do("open totals", chromedp.Click(chromedp.CSS(`#projections a[href="#/projection/totals"]`)), chromedp.WaitVisible(chromedp.ID("versions")))
+	b.do("open totals", click(`#projections a[href="#/projection/totals"]`), chromedp.WaitVisible(chromedp.ID("versions")))
 	if v := b.text("versions"); !strings.Contains(v, "current") || !strings.Contains(v, "2") || strings.Count(v, "running") != 2 {
 		t.Fatalf("the versions table shows:\n%s", v)
 	}
 
 	// Pause and resume reach the runner through the control stream.
-	b.do("pause", chromedp.Click(chromedp.ID("pause")))
+	b.do("pause", click("#pause"))
 	b.until("the pause's notice", `document.querySelector("#flash") !== null && document.querySelector("#resume") !== null`)
 	waitFor(t, "the runner paused", func() bool { return v1.Status().State == projection.Paused })
-	b.do("resume", chromedp.Click(chromedp.ID("resume")))
+	b.do("resume", click("#resume"))
 	b.until("the resume's notice", `document.querySelector("#pause") !== null`)
 	waitFor(t, "the runner live again", func() bool { return v1.Status().State == projection.Live })
 
 	// A promotion asks for the projection's name, typed.
-	b.do("make version 2 current", chromedp.Click(chromedp.CSS(`#versions tr[data-version="2"] button[data-act=promote]`)), chromedp.WaitVisible(chromedp.ID("confirm-name")))
+	b.do("make version 2 current", click(`#versions tr[data-version="2"] button[data-act=promote]`), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	b.do("a wrong name", chromedp.SendKeys(chromedp.ID("confirm-name"), "total"))
 	b.until("the button still disabled", `document.querySelector("#confirm-go").disabled`)
 	b.do("the right name", chromedp.SendKeys(chromedp.ID("confirm-name"), "s"))
 	b.until("the button enabled", `!document.querySelector("#confirm-go").disabled`)
-	b.do("confirm", chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("confirm", click("#confirm-go"))
 	b.until("the promotion's notice", `document.querySelector("#flash") !== null && document.querySelector("#flash").textContent === "Promote of version 2 requested."`)
 	if cur, ok, err := projection.Current(ctx, store, "totals"); err != nil || !ok || cur != 2 {
 		t.Fatalf("current version %d (%v, %v), want 2", cur, ok, err)

@@ -58,7 +58,7 @@ func TestConsoleRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.do("the retention page", chromedp.Navigate(a.url+"/#/dashboard"), chromedp.WaitVisible(chromedp.ID("dash-cards")),
-		chromedp.Click(chromedp.CSS(`nav a[data-view="retention"]`)), chromedp.WaitVisible(chromedp.ID("retention-truncations")))
+		click(`nav a[data-view="retention"]`), chromedp.WaitVisible(chromedp.ID("retention-truncations")))
 	b.until("the nav link marked", `document.querySelector('nav a[data-view="retention"]').classList.contains("active")`)
 	rows := b.text("retention")
 	for _, want := range []string{"category", "order", "max count 1", "order-2", "max age 720h0m0s, max count 2, may remove the last event", "order-7", "no limit"} {
@@ -76,5 +76,5 @@ func TestConsoleRetention(t *testing.T) {
 		t.Fatalf("the truncations show:\n%s", got)
 	}
 	b.shot("retention")
-	b.do("a stream's link", chromedp.Click(chromedp.CSS(`#retention-truncations a[href="#/stream/order-1"]`)), chromedp.WaitVisible(chromedp.ID("events")))
+	b.do("a stream's link", click(`#retention-truncations a[href="#/stream/order-1"]`), chromedp.WaitVisible(chromedp.ID("events")))
 }

@@ -30,17 +30,17 @@ func TestConsoleStreamPaging(t *testing.T) {
 	}
 	b.do("the stream, 10 a page", chromedp.Navigate(a.url+"/#/stream/order-7?limit=10"), chromedp.WaitVisible(chromedp.ID("events")))
 	shown("30,29,28,27,26,25,24,23,22,21")
-	b.do("older", chromedp.Click(chromedp.ID("more")))
+	b.do("older", click("#more"))
 	shown("20,19,18,17,16,15,14,13,12,11")
-	b.do("newer again", chromedp.Click(chromedp.ID("back")))
+	b.do("newer again", click("#back"))
 	shown("30,29,28,27,26,25,24,23,22,21")
-	b.do("jump to version 5", chromedp.SendKeys(chromedp.ID("jump-version"), "5"), chromedp.Click(chromedp.CSS(`#jump button`)))
+	b.do("jump to version 5", chromedp.SendKeys(chromedp.ID("jump-version"), "5"), click(`#jump button`))
 	shown("5,6,7,8,9,10,11,12,13,14")
-	b.do("older, forward", chromedp.Click(chromedp.ID("back")))
+	b.do("older, forward", click("#back"))
 	shown("1,2,3,4,5,6,7,8,9,10")
 	b.do("50 a page", chromedp.SetValue(chromedp.ID("page-size"), "50"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector("#page-size").dispatchEvent(new Event("change"))`))
 	b.until("every event on one page", `document.querySelectorAll("#events article").length === 30`)
-	b.do("the permalink of version 7", chromedp.Click(chromedp.CSS(`#events article[data-version="7"] a.permalink`)))
+	b.do("the permalink of version 7", click(`#events article[data-version="7"] a.permalink`))
 	shown("7")
 }

@@ -40,21 +40,21 @@ func TestConsoleTail(t *testing.T) {
 	// The form's filter: the orders from the start.
 	b.do("the form", chromedp.Navigate(a.url+"/#/all"), chromedp.WaitVisible(chromedp.ID("tail-from")))
 	b.do("fill the filter", chromedp.Clear(chromedp.ID("tail-from")), chromedp.SendKeys(chromedp.ID("tail-from"), "start"),
-		chromedp.SendKeys(chromedp.ID("tail-category"), "order"), chromedp.Click(chromedp.ID("tail-follow")))
+		chromedp.SendKeys(chromedp.ID("tail-category"), "order"), click("#tail-follow"))
 	b.until("the two orders", `document.querySelectorAll("#tail-rows tr[data-position]").length === 2`)
 	if rows := b.text("tail-rows"); strings.Contains(rows, "cart-1") || !strings.Contains(rows, "order-2") {
 		t.Fatalf("the filtered tail shows:\n%s", rows)
 	}
 
 	// Paused, new events are counted and held back; resumed, shown.
-	b.do("pause", chromedp.Click(chromedp.ID("tail-pause")))
+	b.do("pause", click("#tail-pause"))
 	appendOne("order-3", "Placed")
 	appendOne("cart-2", "Added")
 	b.until("one event held", `document.querySelector("#tail-pause").textContent === "Resume (1 held)" && document.querySelector("#tail-count").textContent === "3"`)
 	if rows := b.text("tail-rows"); strings.Contains(rows, "order-3") {
 		t.Fatalf("a paused view shows a new event:\n%s", rows)
 	}
-	b.do("resume", chromedp.Click(chromedp.ID("tail-pause")))
+	b.do("resume", click("#tail-pause"))
 	b.until("the held event shown", `document.querySelectorAll("#tail-rows tr[data-position]").length === 3 && document.querySelector("#tail-pause").textContent === "Pause"`)
 	if rows := b.text("tail-rows"); !strings.Contains(rows, "order-3") || strings.Contains(rows, "cart-2") {
 		t.Fatalf("after resuming the view shows:\n%s", rows)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,11 +49,24 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // text returns the text of the element with the id, as the page shows it.
 func (b *browser) text(id string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
-	if err != nil {
+	sel, _ := json.Marshal("#" + id)
+	// One evaluation finds the element and reads its text: the console
+	// re-renders its views, and a node that one call found may be gone by
+	// the next.
+	s, err := chromedp.Run(b.ctx, chromedp.Poll[[]string](fmt.Sprintf(`(() => { const e = document.querySelector(%s); return e === null ? null : [e.innerText] })()`, sel),
+		chromedp.WithPollingTimeout(60*time.Second)))
+	if err != nil || len(s) != 1 {
 		b.t.Fatalf("text of #%s: %v", id, err)
 	}
-	return s
+	return s[0]
+}
+
+// click clicks the element sel (a CSS selector) in one evaluation of the
+// page, once it exists, for the reason text reads in one.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	js, _ := json.Marshal(sel)
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e === null) return false; e.click(); return true })()`, js),
+		chromedp.WithPollingTimeout(60*time.Second))
 }
 
 // until waits for a JavaScript condition of the page.
@@ -85,7 +99,7 @@ func (b *browser) logged() []string { return b.Problems() }
 func (b *browser) signIn(a *api) {
 	b.t.Helper()
 	b.do("sign in", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("dash-cards")))
+		chromedp.SendKeys(chromedp.ID("token"), token), click("#signin"), chromedp.WaitVisible(chromedp.ID("dash-cards")))
 }
 
 // report is a page in the shape of the lab's HTML reports: inline style
@@ -131,7 +145,7 @@ func TestConsole(t *testing.T) {
 
 	// Sign in; a wrong token is refused first.
 	b.do("open the console", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), "not-the-token-0123456789"), chromedp.Click(chromedp.ID("signin")))
+		chromedp.SendKeys(chromedp.ID("token"), "not-the-token-0123456789"), click("#signin"))
 	b.until("the refusal", `document.querySelector("[role=alert]") !== null`)
 	if msg := b.text("login"); !strings.Contains(msg, "not the server's") {
 		t.Fatalf("a wrong token: the page says %q", msg)
@@ -143,7 +157,7 @@ func TestConsole(t *testing.T) {
 	b.Forget()
 	// The form is new: its field is empty.
 	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("dash-cards")),
+		click("#signin"), chromedp.WaitVisible(chromedp.ID("dash-cards")),
 		chromedp.Navigate(a.url+"/#/streams"), chromedp.WaitVisible(chromedp.ID("streams")))
 	list := b.text("streams")
 	for _, want := range []string{"order-1001", "order-1002", "invoice-2026-11", "customer-7", "live"} {
@@ -157,12 +171,12 @@ func TestConsole(t *testing.T) {
 	if w := b.text("writes"); w != "writes enabled" {
 		t.Fatalf("the header says %q", w)
 	}
-	b.do("filter by prefix", chromedp.SendKeys(chromedp.ID("prefix"), "order-"), chromedp.Click(chromedp.ID("filter")))
+	b.do("filter by prefix", chromedp.SendKeys(chromedp.ID("prefix"), "order-"), click("#filter"))
 	b.until("the filtered list", `!document.querySelector("#streams").innerText.includes("customer-7")`)
 	b.shot("streams")
 
 	// Open a stream: its info and its events, data pretty-printed.
-	b.do("open a stream", chromedp.Click(chromedp.CSS(`#streams a[href="#/stream/order-1003"]`)), chromedp.WaitVisible(chromedp.ID("events")))
+	b.do("open a stream", click(`#streams a[href="#/stream/order-1003"]`), chromedp.WaitVisible(chromedp.ID("events")))
 	if v := b.text("card-version"); v != "3" {
 		t.Fatalf("the stream's version card says %q", v)
 	}
@@ -230,7 +244,7 @@ func TestConsole(t *testing.T) {
 	if len(shown) != 2 || shown[0] > 66<<10 || shown[1] > 66<<10 || !strings.Contains(b.text("events"), "large, drawn on demand") {
 		t.Fatalf("the first page of big events shows payloads of %v characters", shown)
 	}
-	b.do("the older page", chromedp.Click(chromedp.ID("more")))
+	b.do("the older page", click("#more"))
 	b.until("the last big event", `document.querySelectorAll("#events article").length === 1 && document.querySelector("#events article").dataset.version === "1"`)
 
 	// Consumers, then replay one parked event.
@@ -243,11 +257,11 @@ func TestConsole(t *testing.T) {
 	}
 	b.shot("subscriptions")
 	first := parked[0].Position.String()
-	b.do("open hooks", chromedp.Click(chromedp.CSS(`#subscriptions a[href="#/subscription/hooks"]`)), chromedp.WaitVisible(chromedp.ID("parked")))
+	b.do("open hooks", click(`#subscriptions a[href="#/subscription/hooks"]`), chromedp.WaitVisible(chromedp.ID("parked")))
 	if p := b.text("card-parked"); p != "2" {
 		t.Fatalf("the parked card says %q", p)
 	}
-	b.do("select and replay", chromedp.Click(chromedp.CSS(`#parked tr[data-position="`+first+`"] input`)), chromedp.Click(chromedp.ID("replay")))
+	b.do("select and replay", click(`#parked tr[data-position="`+first+`"] input`), click("#replay"))
 	b.until("the replay's notice", `document.querySelector("#flash") !== null`)
 	if f := b.text("flash"); f != "Replayed 1 parked event." {
 		t.Fatalf("after the replay the page says %q", f)
@@ -262,7 +276,7 @@ func TestConsole(t *testing.T) {
 	// A projection's parked event goes back through its runner: the
 	// console asks for it.
 	b.do("open a projection's version", chromedp.Navigate(a.url+"/#/subscription/projection-totals-v1"), chromedp.WaitVisible(chromedp.ID("parked")))
-	b.do("select and replay through the runner", chromedp.Click(chromedp.CSS(`#parked tr[data-position="`+projParked[0].Position.String()+`"] input`)), chromedp.Click(chromedp.ID("replay")))
+	b.do("select and replay through the runner", click(`#parked tr[data-position="`+projParked[0].Position.String()+`"] input`), click("#replay"))
 	b.until("the replay request's notice", `document.querySelector("#flash") !== null`)
 	if f := b.text("flash"); !strings.HasPrefix(f, "Replay requested") {
 		t.Fatalf("after the projection's replay the page says %q", f)
@@ -276,7 +290,7 @@ func TestConsole(t *testing.T) {
 
 	// A lab report, in a sandboxed frame.
 	b.do("reports", chromedp.Navigate(a.url+"/#/reports"), chromedp.WaitVisible(chromedp.ID("reports")),
-		chromedp.Click(chromedp.CSS(`#reports a`)), chromedp.WaitVisible(chromedp.ID("report")))
+		click(`#reports a`), chromedp.WaitVisible(chromedp.ID("report")))
 	// The frame is sandboxed (an opaque origin, no script): the page
 	// holds the report and its own styles apply, or the policy would have
 	// logged a refusal, which the check at the end catches.

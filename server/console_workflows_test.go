@@ -56,8 +56,8 @@ func TestConsoleWorkflows(t *testing.T) {
 
 	a := serve(t, store, server.Config{Writes: true})
 	b.signIn(a)
-	b.do("the workflows page", chromedp.Click(chromedp.CSS(`nav a[data-view="workflows"]`)), chromedp.WaitVisible(chromedp.ID("workflow-name")),
-		chromedp.SendKeys(chromedp.ID("workflow-name"), "shipping"), chromedp.Click(chromedp.ID("workflow-go")), chromedp.WaitVisible(chromedp.ID("workflows")))
+	b.do("the workflows page", click(`nav a[data-view="workflows"]`), chromedp.WaitVisible(chromedp.ID("workflow-name")),
+		chromedp.SendKeys(chromedp.ID("workflow-name"), "shipping"), click("#workflow-go"), chromedp.WaitVisible(chromedp.ID("workflows")))
 	list := b.text("workflows")
 	for _, want := range []string{"shipping-o1", "shipping-o2", "carrier down", "Waiting"} {
 		if !strings.Contains(list, want) {
@@ -65,20 +65,20 @@ func TestConsoleWorkflows(t *testing.T) {
 		}
 	}
 	b.shot("workflows")
-	b.do("an instance", chromedp.Click(chromedp.CSS(`tr[data-stream="shipping-o1"] a`)), chromedp.WaitVisible(chromedp.ID("workflow-error")))
+	b.do("an instance", click(`tr[data-stream="shipping-o1"] a`), chromedp.WaitVisible(chromedp.ID("workflow-error")))
 	if got := b.text("workflow-error"); !strings.Contains(got, "carrier down") || !strings.Contains(got, "Paid") {
 		t.Fatalf("the instance's error: %q", got)
 	}
 	if got := b.text("workflow-timers"); !strings.Contains(got, "payment") {
 		t.Fatalf("the instance's timers: %q", got)
 	}
-	b.do("retry", chromedp.Click(chromedp.ID("workflow-retry")))
+	b.do("retry", click("#workflow-retry"))
 	b.until("the retry's notice", `document.querySelector("#flash") !== null`)
 	if f := b.text("flash"); !strings.Contains(f, "apply its failed input again") {
 		t.Fatalf("the notice says %q", f)
 	}
-	b.do("cancel", chromedp.SendKeys(chromedp.ID("cancel-reason"), "customer left"), chromedp.Click(chromedp.ID("workflow-cancel")), chromedp.WaitVisible(chromedp.ID("confirm-name")),
-		chromedp.SendKeys(chromedp.ID("confirm-name"), "shipping-o1"), chromedp.Click(chromedp.ID("confirm-go")))
+	b.do("cancel", chromedp.SendKeys(chromedp.ID("cancel-reason"), "customer left"), click("#workflow-cancel"), chromedp.WaitVisible(chromedp.ID("confirm-name")),
+		chromedp.SendKeys(chromedp.ID("confirm-name"), "shipping-o1"), click("#confirm-go"))
 	b.until("the cancel's notice", `document.querySelector("#flash") !== null && document.querySelector("#flash").textContent.includes("Cancelled")`)
 	if got := b.text("card-workflow-state"); !strings.Contains(got, "cancelled: customer left") {
 		t.Fatalf("the state after the cancel: %q", got)
