@@ -14,12 +14,8 @@ RACE ?= -race -gcflags='modernc.org/sqlite/lib=-race=false -d=checkptr=0' -gcfla
 # Packages run side by side: each uses schemas, streams and prefixes of its
 # own, waits for its own positions, and $all on PostgreSQL waits only for its
 # own schema's writers, so they share the servers (with other processes too).
-# With two at a time on 2 cores a run used about two thirds of the CPU (18
-# of 28 core-minutes, user and sys, 2026-11-29): much of it waits on the
-# servers, so four run at once.
-TESTP ?= 4
 test: services lint
-	$(GO) test $(RACE) -p $(TESTP) -count=1 -timeout 18m $(PKGS)
+	$(GO) test $(RACE) -count=1 -timeout 18m $(PKGS)
 
 # make test beside a CPU hog of twice the core count (busy shell loops, all
 # ended when the run ends): the tests must hold on a busy CI machine.
