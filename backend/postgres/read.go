@@ -185,8 +185,12 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}
+	var top uint64 // the page's greatest transaction id: its last row forward, its first backward
 	for _, e := range buf[start:] {
-		b.floor.raise(int64(e.Position.Commit) + 1)
+		top = max(top, e.Position.Commit)
+	}
+	if len(buf) > start {
+		b.floor.raise(int64(top) + 1)
 	}
 	return buf, nil
 }
