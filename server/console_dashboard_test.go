@@ -61,7 +61,18 @@ func TestConsoleDashboard(t *testing.T) {
 	b.until("the head card changes", `document.querySelector("#card-head").textContent !== "`+head+`"`)
 	appendSome()
 	b.until("two points of events per second", `Number((document.querySelector("#chart-events path[data-points]") || {dataset: {}}).dataset.points) >= 2`)
-	b.until("the appends' latency", `/ms$/.test(document.querySelector("#card-latency").textContent) && document.querySelector("#chart-latency path") !== null`)
+	// The latency card shows the last sample's appends: append until a
+	// sample with appends is the last one the page shows.
+	latency := `/ms$/.test(document.querySelector("#card-latency").textContent) && document.querySelector("#chart-latency path") !== null`
+	for attempt := 0; ; attempt++ {
+		if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](latency, chromedp.WithPollingTimeout(2*time.Second))); err == nil {
+			break
+		}
+		if attempt == 30 {
+			t.Fatalf("the appends' latency never showed (%s); the page logged: %v", latency, b.logged())
+		}
+		appendSome()
+	}
 	b.until("a lag line for billing", `document.querySelector('#chart-lag path[data-series="billing"]') !== null`)
 	if legend := b.text("chart-lag"); !strings.Contains(legend, "billing") {
 		t.Fatalf("the lag chart's legend: %q", legend)
