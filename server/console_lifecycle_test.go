@@ -36,8 +36,12 @@ func TestConsoleLifecycle(t *testing.T) {
 	b.signIn(a)
 	openBox := func(stream string) {
 		t.Helper()
-		b.do("the page of "+stream, chromedp.Navigate(a.url+"/#/stream/"+stream), chromedp.WaitVisible(chromedp.ID("events")))
+		// The page shown before is drawn until the new one's reads are
+		// answered: wait for this stream's page before opening its box.
+		b.do("the page of "+stream, chromedp.Navigate(a.url+"/#/stream/"+stream))
+		b.until("the page of "+stream, fmt.Sprintf(`document.querySelector("#stream-id") !== null && document.querySelector("#stream-id").textContent === %q && document.querySelector("#lifecycle-box") !== null`, stream))
 		b.do("open the lifecycle box", click(`#lifecycle-box > summary`))
+		b.until("the lifecycle box open", `document.querySelector("#lifecycle-box").open`)
 	}
 	disabled := `document.querySelector("#confirm-go").disabled`
 
@@ -72,6 +76,7 @@ func TestConsoleLifecycle(t *testing.T) {
 
 	// Delete: the state badge says deleted; an append can start it afresh.
 	b.do("open the lifecycle box", click(`#lifecycle-box > summary`))
+	b.until("the lifecycle box open", `document.querySelector("#lifecycle-box").open`)
 	b.do("delete", click("#delete-start"), chromedp.WaitVisible(chromedp.ID("confirm-name")))
 	b.until("the button disabled", disabled)
 	b.do("the id", chromedp.SendKeys(chromedp.ID("confirm-name"), "order-7"))
