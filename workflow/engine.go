@@ -103,8 +103,7 @@ func (e *engine[S]) fireDue(ctx context.Context) (fired int, err error) {
 			id := e.id(t.stream)
 			in := Input{ID: uuid.NewSHA1(ns, []byte(t.stream+"\x00timer\x00"+t.id)), Type: "workflow.timer-fired", Timer: t.id}
 			applied, err := r.apply(ctx, id, in, now)
-			var ie instanceError
-			if err != nil && !errors.As(err, &ie) {
+			if err != nil && !ofInstances(err) {
 				return fired, errors.Join(append(errs, err)...)
 			}
 			if err != nil {
@@ -183,8 +182,7 @@ func (e *engine[S]) record(ctx context.Context, ev *varve.RecordedEvent, after, 
 		e.count(ev.Stream, -e.unsent[ev.Stream], after)
 	case TypeRetryRequested:
 		if err := e.r.retry(ctx, e.id(ev.Stream), ev.Data); err != nil {
-			var ie instanceError
-			if !errors.As(err, &ie) {
+			if !ofInstances(err) {
 				return err
 			}
 			e.report(err)

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -127,8 +126,7 @@ func (e *engine[S]) input(ctx context.Context, ev varve.RecordedEvent) error {
 		return nil
 	}
 	_, err := r.apply(ctx, id, Input{ID: ev.ID, Type: ev.Type, Data: ev.Data}, time.Time{})
-	var ie instanceError
-	if errors.As(err, &ie) {
+	if ofInstances(err) {
 		e.report(err)
 		return nil
 	}
@@ -146,11 +144,10 @@ func (e *engine[S]) tick(ctx context.Context, d time.Duration) error {
 	defer t.Stop()
 	for {
 		if _, err := e.fireDue(ctx); err != nil {
-			var ie instanceError
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !errors.As(err, &ie) {
+			if !ofInstances(err) {
 				return err
 			}
 			e.report(err)

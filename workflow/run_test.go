@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -412,4 +413,78 @@ func TestRunUnsentBeyondBudget(t *testing.T) {
 			t.Fatalf("%d distinct commands, want %d", len(f.recv.got), n)
 		}
 	})
+}
+
+// TestRunStoreErrorAfterInstanceError: in one tick a timer whose Decide
+// fails and then a timer whose append the store keeps refusing; the store
+// error ends Run (with the instance's error joined to it), and OnError,
+// which hears the errors Run goes past, does not hear it.
+func TestRunStoreErrorAfterInstanceError(t *testing.T) {
+	f := newFixture(t, teststore.Kinds[0])
+	def := orderDef(f.name)
+	route, decide := def.Route, def.Decide
+	def.Route = func(e *varve.RecordedEvent) (string, bool) {
+		if e.Type == "BadPlaced" {
+			return string(e.Data), true
+		}
+		return route(e)
+	}
+	def.Decide = func(s order, in Input) (Decision, error) {
+		switch {
+		case in.Type == "BadPlaced":
+			return Decision{Events: []varve.Event{{Type: "bad"}}, Timers: []Timer{{ID: "payment", Due: t0.Add(5 * time.Minute)}}}, nil
+		case in.Timer == "payment" && s.Status == "bad":
+			return Decision{}, errors.New("no decision for a bad order")
+		}
+		return decide(s, in)
+	}
+	r, err := NewRunner(f.store, def, f.recv, f.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := r.Stream("good")
+	// Another writer appends to the good instance before each of the
+	// timer's appends: every attempt meets a wrong expected version.
+	r.beforeAppend = func(ctx context.Context, stream string, in Input) {
+		if stream == good && in.Timer == "payment" {
+			if _, err := f.store.Append(ctx, stream, varve.Any, varve.Event{Type: "placed"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var heard []error
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, RunConfig{Filter: varve.Filter{Categories: []string{f.name + "src"}}, Tick: 20 * time.Millisecond,
+			OnError: func(err error) { mu.Lock(); heard = append(heard, err); mu.Unlock() }})
+	}()
+	f.input(t, "BadPlaced", "bad")
+	f.input(t, "OrderPlaced", "good")
+	observer := f.runner(t)
+	eventually(t, "both orders placed", func() bool {
+		b, err1 := observer.Load(context.Background(), "bad")
+		g, err2 := observer.Load(context.Background(), "good")
+		return err1 == nil && err2 == nil && len(b.Pending) == 1 && len(g.Pending) == 1
+	})
+	f.clock.Add(11 * time.Minute)
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cancel()
+		<-done
+		t.Fatal("Run went on past a store error")
+	}
+	if !errors.Is(err, varve.ErrWrongExpectedVersion) || !strings.Contains(err.Error(), "no decision for a bad order") {
+		t.Fatalf("Run returned %v; want the store's error joined with the instance's", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range heard {
+		if errors.Is(e, varve.ErrWrongExpectedVersion) {
+			t.Errorf("OnError heard the store error: %v", e)
+		}
+	}
 }

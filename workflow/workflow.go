@@ -73,6 +73,26 @@ type instanceError struct{ error }
 
 func (e instanceError) Unwrap() error { return e.error }
 
+// ofInstances reports whether err is of instances alone: an instanceError,
+// or errors that wrap or join only instanceErrors. A join that holds a store
+// error as well is not: Run ends on it.
+func ofInstances(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case instanceError:
+		return true
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			if !ofInstances(x) {
+				return false
+			}
+		}
+		return len(e.Unwrap()) > 0
+	}
+	return ofInstances(errors.Unwrap(err))
+}
+
 // ns is the namespace of the engine's deterministic (UUIDv5) ids.
 var ns = uuid.MustParse("6f1d7c52-3b57-4c47-9a43-5a0f8d0e7c11")
 
