@@ -462,9 +462,10 @@ type Handler func(ctx context.Context, e varve.RecordedEvent) error
 // Run calls h for each event, one at a time in position order, and saves
 // the checkpoint after each batch. When h fails, Run saves the checkpoint
 // of the events handled before and returns h's error; the failed event is
-// read again by the next Run. Run returns nil when ctx ends; each save of
-// the checkpoint, also the one after ctx ended, may take up to 10s. For many
-// deliveries at once, use package delivery.
+// read again by the next Run. Run returns nil when ctx ends, also when h
+// fails with ctx's error then (that event is read again too); each save of
+// the checkpoint, also the one after ctx ended, may take up to 10s. For
+// many deliveries at once, use package delivery.
 func (s *Subscription) Run(ctx context.Context, h Handler) error {
 	defer s.Heartbeat(ctx)()
 	saved := s.pos
@@ -497,6 +498,9 @@ func (s *Subscription) Run(ctx context.Context, h Handler) error {
 				s.pos = last
 				if serr := save(last); serr != nil {
 					return errors.Join(err, serr)
+				}
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					return nil // ended, not failed: the event is read again
 				}
 				return fmt.Errorf("subscription %q: handle %s@%d (position %v): %w", s.cfg.Name, e.Stream, e.Version, e.Position, err)
 			}

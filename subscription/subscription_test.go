@@ -336,6 +336,38 @@ func testRun(t *testing.T, open opener) {
 	if want := []varve.Version{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(seen, want) {
 		t.Fatalf("handled %v, want %v", seen, want)
 	}
+
+	// A handler that fails because ctx ended is not a failed event: Run
+	// returns nil, with the checkpoint before the event it was handling.
+	appendN(t, s, "r", "E", 2)
+	sub, err = subscription.Open(ctx, s, subscription.Config{Name: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel = context.WithCancel(ctx)
+	defer cancel()
+	err = sub.Run(rctx, func(ctx context.Context, e varve.RecordedEvent) error {
+		if e.Version == 12 {
+			cancel()
+			return fmt.Errorf("load: %w", ctx.Err())
+		}
+		seen = append(seen, e.Version)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("run that ended in its handler: %v", err)
+	}
+	var v11 varve.Position
+	for e, err := range s.ReadStream(ctx, "r", varve.From(11)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		v11 = e.Position
+		break
+	}
+	if cp, ok, err := sub.LoadCheckpoint(ctx); err != nil || !ok || cp != v11 || seen[len(seen)-1] != 11 {
+		t.Fatalf("checkpoint %v %v %v, handled %v; want %v (version 11)", cp, ok, err, seen, v11)
+	}
 }
 
 // TestCheckpointStore: which store keeps the checkpoint.
