@@ -18,7 +18,8 @@ import (
 // category or type index that starts after the page's position, not a
 // filter over a scan of $all: on a log of 20,000 events where the filter
 // matches 1%, the plan names the index, bounds it by (tx, seq), and reads
-// no more rows than the page holds.
+// no more rows than the page holds. A page of stream prefixes walks $all
+// in order from the position and stops at the page's end.
 func TestFilterPlans(t *testing.T) {
 	ctx := context.Background()
 	cfg := config(t, testSchema+"_plans")
@@ -50,10 +51,43 @@ func TestFilterPlans(t *testing.T) {
 		}
 	}
 	conn := testConn(t, cfg.ConnString)
+	explain := func(t *testing.T, sql string, args ...any) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		t.Logf("plan:\n%s", plan)
+		return plan
+	}
+	byCat, byType, byPrefix := postgres.FilterQueries(b)
+	// Before the table's first ANALYZE the planner takes a prefix or a
+	// type for a rare one; given the bare condition it read every event of
+	// the range after the position and sorted them for the page (4-5 ms a
+	// page of 4 at 20,000 events, against 0.02 ms for the walk in order).
+	for _, tc := range []struct {
+		name, sql, index, sort string
+		args                   []any
+	}{
+		{"a prefix", byPrefix, "events_pkey", "Sort", []any{int64(0), int64(0), 4, []string{"bulk-"}, int64(1) << 62}},
+		{"a category and a prefix", byCat, "events_category", "Sort Key: e.category", []any{int64(0), int64(0), 4, []string{"bulk"}, nil, []string{"bulk-"}, int64(1) << 62}},
+		{"a category and a type", byCat, "events_category", "Sort Key: e.category", []any{int64(0), int64(0), 4, []string{"bulk"}, []string{"Common"}, nil, int64(1) << 62}},
+	} {
+		t.Run(tc.name+" before ANALYZE", func(t *testing.T) {
+			plan := explain(t, tc.sql, tc.args...)
+			if !strings.Contains(plan, "Index Scan using "+tc.index) || strings.Contains(plan, tc.sort) || strings.Contains(plan, "Bitmap") {
+				t.Fatalf("the page does not walk %s in order", tc.index)
+			}
+		})
+	}
 	if _, err := conn.Exec(ctx, "ANALYZE "+cfg.Schema+".events"); err != nil {
 		t.Fatal(err)
 	}
-	byCat, byType, _ := postgres.FilterQueries(b)
 	cases := []struct {
 		name, sql, index string
 		args             []any
@@ -64,23 +98,7 @@ func TestFilterPlans(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+tc.sql, tc.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var lines []string
-			for rows.Next() {
-				var l string
-				if err := rows.Scan(&l); err != nil {
-					t.Fatal(err)
-				}
-				lines = append(lines, l)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			plan := strings.Join(lines, "\n")
-			t.Logf("plan:\n%s", plan)
+			plan := explain(t, tc.sql, tc.args...)
 			if !strings.Contains(plan, "Index Scan using "+tc.index) || strings.Contains(plan, "Seq Scan on events") {
 				t.Fatalf("no range scan of %s", tc.index)
 			}
