@@ -247,34 +247,42 @@ func List(ctx context.Context, store *varve.Store) ([]Rule, error) {
 // load reads the set in force and the version of PoliciesStream it is at
 // (0: none yet).
 func load(ctx context.Context, store *varve.Store) ([]Rule, varve.Version, error) {
-	for e, err := range store.ReadStream(ctx, PoliciesStream, varve.ReadBackward(), varve.Limit(1)) {
-		if errors.Is(err, varve.ErrStreamNotFound) {
-			break
+	var empty varve.Version // the version of a read that found no event
+	for {
+		for e, err := range store.ReadStream(ctx, PoliciesStream, varve.ReadBackward(), varve.Limit(1)) {
+			if errors.Is(err, varve.ErrStreamNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			if e.Type != PoliciesType {
+				return nil, 0, fmt.Errorf("%s@%d is a %q event, not %q", PoliciesStream, e.Version, e.Type, PoliciesType)
+			}
+			var set policySet
+			if err := json.Unmarshal(e.Data, &set); err != nil {
+				return nil, 0, fmt.Errorf("%s@%d: %w", PoliciesStream, e.Version, err)
+			}
+			sortRules(set.Rules)
+			return set.Rules, e.Version, nil
 		}
-		if err != nil {
+		// An empty stream (never written, or deleted) has no version to
+		// expect but NoStream; a stream emptied by a truncation cannot be,
+		// since the last set is never truncated. A stream with events here
+		// was written since the read: read it again, for an empty set at
+		// its version would drop the rules just written.
+		info, err := store.StreamInfo(ctx, PoliciesStream)
+		if err != nil && !errors.Is(err, varve.ErrStreamNotFound) {
 			return nil, 0, err
 		}
-		if e.Type != PoliciesType {
-			return nil, 0, fmt.Errorf("%s@%d is a %q event, not %q", PoliciesStream, e.Version, e.Type, PoliciesType)
+		switch {
+		case info.Deleted || info.Version == 0:
+			return nil, 0, nil
+		case info.Version == empty:
+			return nil, 0, fmt.Errorf("%s is at version %d and has no event (truncated whole?)", PoliciesStream, info.Version)
 		}
-		var set policySet
-		if err := json.Unmarshal(e.Data, &set); err != nil {
-			return nil, 0, fmt.Errorf("%s@%d: %w", PoliciesStream, e.Version, err)
-		}
-		sortRules(set.Rules)
-		return set.Rules, e.Version, nil
+		empty = info.Version
 	}
-	// An empty stream (never written, or deleted) has no version to
-	// expect but NoStream; a stream emptied by a truncation cannot be,
-	// since the last set is never truncated.
-	info, err := store.StreamInfo(ctx, PoliciesStream)
-	if err != nil && !errors.Is(err, varve.ErrStreamNotFound) {
-		return nil, 0, err
-	}
-	if info.Deleted {
-		info.Version = 0
-	}
-	return nil, info.Version, nil
 }
 
 func sortRules(rules []Rule) {

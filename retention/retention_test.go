@@ -173,6 +173,26 @@ func TestSetListRemove(t *testing.T) {
 	}
 }
 
+// TestPoliciesTruncatedWhole: a policies stream that an operator truncated
+// past its last set (which retention never does) is an error, not an empty
+// set nor a wait.
+func TestPoliciesTruncatedWhole(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	if err := retention.Set(ctx, s, retention.Target{Stream: "s-1"}, retention.Policy{MaxCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.System().Truncate(ctx, retention.PoliciesStream, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := retention.List(ctx, s); err == nil || !strings.Contains(err.Error(), "no event") {
+		t.Fatalf("List = %v, want the error of a stream without events", err)
+	}
+	if err := retention.Set(ctx, s, retention.Target{Stream: "s-2"}, retention.Policy{MaxCount: 1}); err == nil {
+		t.Fatal("Set over a policies stream truncated whole succeeded")
+	}
+}
+
 // TestSetConcurrent: changes from many goroutines all land.
 func TestSetConcurrent(t *testing.T) {
 	ctx := t.Context()
