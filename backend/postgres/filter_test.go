@@ -75,7 +75,7 @@ func TestFilterPlans(t *testing.T) {
 		name, sql, index, sort string
 		args                   []any
 	}{
-		{"a prefix", byPrefix, "events_pkey", "Sort", []any{int64(0), int64(0), 4, []string{"bulk-"}, int64(1) << 62}},
+		{"a prefix", byPrefix, "events_pkey", "Sort Key: e.tx", []any{int64(0), int64(0), 4, []string{"bulk-"}, int64(1) << 62}},
 		{"a category and a prefix", byCat, "events_category", "Sort Key: e.category", []any{int64(0), int64(0), 4, []string{"bulk"}, nil, []string{"bulk-"}, int64(1) << 62}},
 		{"a category and a type", byCat, "events_category", "Sort Key: e.category", []any{int64(0), int64(0), 4, []string{"bulk"}, []string{"Common"}, nil, int64(1) << 62}},
 	} {

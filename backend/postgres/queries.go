@@ -1,5 +1,7 @@
 package postgres
 
+import "strings"
+
 // queries holds the statements of one schema, built once in New.
 type queries struct {
 	appendOne, appendMany    string // the fast path, one statement
@@ -18,8 +20,9 @@ type queries struct {
 	readByTags string
 
 	// horizonLast gives the $all horizon and the last event below it, from
-	// one evaluation of the horizon: filtered reads and query reads take
-	// both from it, and pass the horizon to their page statements. Two
+	// one evaluation of the horizon: query reads take both from it, and
+	// pass the horizon to their page statements (a filtered page reads
+	// both in its own statement, see withHorizon). Two
 	// statements that each computed the horizon could see it go back (a
 	// transaction without events that ends between the second's snapshot
 	// and its look at the lock table counts for it), and a page read below
@@ -101,7 +104,7 @@ SELECT version, tx, seq FROM ins` + last
 FROM unnest($4::text[]) AS v(val)
 CROSS JOIN LATERAL (
     SELECT * FROM ` + s + `.events e
-    WHERE (e.` + col + `, e.tx, e.seq) > (v.val, $1, $2) AND (e.` + col + `, e.tx, e.seq) < (v.val, $7::bigint, 0)
+    WHERE (e.` + col + `, e.tx, e.seq) > (v.val, $1, $2) AND (e.` + col + `, e.tx, e.seq) < (v.val, __H__, 0)
       AND CASE WHEN ($5::text[] IS NULL OR e.type = ANY($5::text[])) AND ($6::text[] IS NULL OR e.stream ^@ ANY($6::text[])) THEN true END
     ORDER BY e.` + col + `, e.tx, e.seq
     LIMIT $3
@@ -116,9 +119,30 @@ LIMIT $3`
 	// after the position and sorted them for each page (TestFilterPlans).
 	byPrefix := `SELECT ` + allCols + `
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < $5::bigint AND CASE WHEN e.stream ^@ ANY($4::text[]) THEN true END
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < __H__ AND CASE WHEN e.stream ^@ ANY($4::text[]) THEN true END
 ORDER BY e.tx, e.seq
 LIMIT $3`
+	// withHorizon makes a filtered page one statement: it evaluates the
+	// $all horizon once (at least the floor, parameter floor), and returns
+	// it and the last event below it (the page's through) in the first
+	// three columns of every row, then the page's events read below it
+	// (__H__ in page), from the same snapshot; an empty page is one row
+	// whose event columns are NULL.
+	withHorizon := func(page, floor string) string {
+		return `WITH hz AS MATERIALIZED (SELECT greatest(` + horizon + `, ` + floor + `::bigint) AS h)
+SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0), p.*
+FROM hz
+LEFT JOIN LATERAL (
+    SELECT e.tx, e.seq FROM ` + s + `.events e
+    WHERE e.tx < hz.h
+    ORDER BY e.tx DESC, e.seq DESC
+    LIMIT 1
+) l ON true
+LEFT JOIN LATERAL (
+` + strings.ReplaceAll(page, "__H__", "hz.h") + `
+) p ON true
+ORDER BY p.tx, p.seq`
+	}
 	// $4 the first tag of each item with tags, $5 the types of the others;
 	// the page's candidates, without repeats, each looked up by primary key
 	// in a subquery that cannot be flattened (a join planned before the
@@ -165,9 +189,9 @@ WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < $4::bigint
 ORDER BY e.tx, e.seq
 LIMIT $3`,
 		readByTags:     byTags,
-		readByCategory: byIndex("category"),
-		readByType:     byIndex("type"),
-		readByPrefix:   byPrefix,
+		readByCategory: withHorizon(byIndex("category"), "$7"),
+		readByType:     withHorizon(byIndex("type"), "$7"),
+		readByPrefix:   withHorizon(byPrefix, "$5"),
 		appendOne: fastAppend("1", `(tx, stream, version, id, type, data, metadata, category)
     SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea, $7::text FROM up`, ``),
 		appendMany: fastAppend("cardinality($3::uuid[])", `(tx, stream, version, id, type, data, metadata, category)

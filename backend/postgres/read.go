@@ -211,14 +211,27 @@ func spend(left *int, n int) bool {
 // them; on an error buf is as it was. The rows after the stop are not
 // decoded (pgx reads and drops them as it closes them).
 func (b *Backend) scanAll(rows pgx.Rows, buf []varve.RecordedEvent, maxBytes int) (_ []varve.RecordedEvent, spent bool, _ error) {
+	return b.scanRows(rows, buf, maxBytes, 0, nil)
+}
+
+// scanRows is scanAll of rows whose event columns begin at column off;
+// head, when set, reads the columns before them on the first row. A row
+// whose event columns are NULL (an empty page's) holds no event.
+func (b *Backend) scanRows(rows pgx.Rows, buf []varve.RecordedEvent, maxBytes, off int, head func([][]byte)) (_ []varve.RecordedEvent, spent bool, _ error) {
 	defer rows.Close()
 	if err := checkBinary(rows.FieldDescriptions()); err != nil {
 		return buf, false, err
 	}
 	start, left := len(buf), maxBytes
 	var p page
-	for rows.Next() {
+	for first := true; rows.Next(); first = false {
 		v := rows.RawValues()
+		if head != nil && first {
+			head(v)
+		}
+		if v = v[off:]; v[0] == nil {
+			continue
+		}
 		tags, err := textArray(v[9])
 		if err != nil {
 			return buf[:start], false, err

@@ -82,7 +82,8 @@ func (p *countingProxy) accept() {
 }
 
 // TestRoundTrips proves that a point read (a page of a stream, StreamInfo,
-// LastPosition) is one round trip once its statement is prepared: the
+// LastPosition) and a filtered page of $all, with its through, are one
+// round trip each once the statement is prepared: the
 // fewest client writes seen over several calls is 1 (other traffic of the
 // pool only adds to a call's count, never takes from it).
 func TestRoundTrips(t *testing.T) {
@@ -136,6 +137,24 @@ func TestRoundTrips(t *testing.T) {
 			pos, err := be.LastPosition(ctx)
 			if err == nil && pos.IsZero() {
 				err = errors.New("no last position")
+			}
+			return err
+		}},
+		{"a filtered page of $all", func() error {
+			var through varve.Position
+			var err error
+			buf, through, err = be.ReadAllFiltered(ctx, varve.FilterQuery{Limit: 10, Filter: varve.Filter{Categories: []string{"rt"}, StreamPrefixes: []string{stream}}}, buf[:0])
+			if err == nil && (len(buf) != 10 || through.Less(res.Position)) {
+				err = fmt.Errorf("read %d events through %s, want 10 through %s", len(buf), through, res.Position)
+			}
+			return err
+		}},
+		{"an empty filtered page", func() error {
+			var through varve.Position
+			var err error
+			buf, through, err = be.ReadAllFiltered(ctx, varve.FilterQuery{After: res.Position, Limit: 10, Filter: varve.Filter{StreamPrefixes: []string{stream}}}, buf[:0])
+			if err == nil && (len(buf) != 0 || through.Less(res.Position)) {
+				err = fmt.Errorf("read %d events through %s, want none through %s", len(buf), through, res.Position)
 			}
 			return err
 		}},
