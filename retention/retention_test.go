@@ -410,6 +410,43 @@ func TestScavengeBudget(t *testing.T) {
 	}
 }
 
+// TestScavengeWrittenAgain: a stream deleted and written again past its
+// old version between a pass's cut and its truncation keeps its new
+// events: the cut was made for the events before.
+func TestScavengeWrittenAgain(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	appendN(t, s, "again-1", 10)
+	if err := retention.Set(ctx, s, retention.Target{Stream: "again-1"}, retention.Policy{MaxCount: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var cuts []varve.Version
+	sc, err := retention.New(retention.Config{Store: s, Hooks: retention.Hooks{BeforeTruncate: func(stream string, before varve.Version) {
+		cuts = append(cuts, before)
+		if len(cuts) > 1 {
+			return
+		}
+		if err := s.Delete(ctx, stream, varve.Any); err != nil {
+			t.Error(err)
+		}
+		appendN(t, s, stream, 12)
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sc.ScavengeOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, last := versions(t, s, "again-1"); first != 1 || last != 12 || rep.Removed != 0 || fmt.Sprint(cuts) != "[9]" {
+		t.Fatalf("after a pass whose stream was written again: versions %d..%d, report %+v, cuts %v", first, last, rep, cuts)
+	}
+	rep, err = sc.ScavengeOnce(ctx)
+	if first, last := versions(t, s, "again-1"); err != nil || first != 11 || last != 12 || rep.Removed != 10 {
+		t.Fatalf("the next pass: versions %d..%d, report %+v, %v", first, last, rep, err)
+	}
+}
+
 // TestScavengeLease: a pass needs the lease; one held elsewhere fails the
 // pass with ErrLeaseHeld and records nothing.
 func TestScavengeLease(t *testing.T) {

@@ -473,7 +473,8 @@ func (p *pass) ageCut(ctx context.Context, id string, from, limit varve.Version,
 // truncate removes the events of the stream of info from first up to
 // before, in steps of TruncateStep, and returns how many it removed. Before
 // each step it looks at the stream's version again and stops when it went
-// down: the stream was deleted and written again since the cut was made.
+// down, or when the last event the step would remove is newer than the
+// cut: the stream was deleted and written again since the cut was made.
 func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, before varve.Version) (int64, error) {
 	if p.s.cfg.DryRun {
 		return int64(before - first), nil
@@ -494,6 +495,9 @@ func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, befor
 		if h := p.s.cfg.Hooks.BeforeTruncate; h != nil {
 			h(info.Stream, next)
 		}
+		if again, err := p.writtenAgain(ctx, info, next-1); err != nil || again {
+			return removed, err
+		}
 		if err := p.store.Truncate(ctx, info.Stream, next); err != nil {
 			return removed, err
 		}
@@ -501,6 +505,20 @@ func (p *pass) truncate(ctx context.Context, info varve.StreamInfo, first, befor
 		at = next
 	}
 	return removed, nil
+}
+
+// writtenAgain reports whether the event at version v of the stream of
+// info came after info was read: the stream was deleted and written again
+// past its old version, and the cut, made for the events before, does not
+// hold for it. An event that is gone is not written again.
+func (p *pass) writtenAgain(ctx context.Context, info varve.StreamInfo, v varve.Version) (bool, error) {
+	for e, err := range p.store.ReadStream(ctx, info.Stream, varve.From(v), varve.Limit(1), varve.Sealed()) {
+		if err != nil {
+			return false, err
+		}
+		return e.Version == v && info.LastPosition.Less(e.Position), nil
+	}
+	return false, nil
 }
 
 // fail counts err in the report, unless the pass is ending with its
