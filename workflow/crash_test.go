@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -218,15 +219,16 @@ func sentIDs(t *testing.T, log string) []string {
 	return strings.Fields(string(raw))
 }
 
-// killChild starts TestCrashChild on the store raw names, waits for its
-// ready line and SIGKILLs it. The child is killed and waited also when the
-// test fails first; it is done before the store's cleanup drops the store.
-func killChild(t *testing.T, stage, raw, log string) {
+// startChild starts this test binary running only the test named run, as
+// a child process, with env added to this process's environment. It
+// returns the child, its standard output and the buffer its standard
+// error goes to (read it once the child was waited for).
+func startChild(t *testing.T, run, timeout string, env ...string) (*exec.Cmd, io.ReadCloser, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=60s")
-	cmd.Env = append(os.Environ(), crashStageEnv+"="+stage, crashStoreEnv+"="+raw, crashLogEnv+"="+log)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1", "-test.timeout="+timeout)
+	cmd.Env = append(os.Environ(), env...)
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +236,15 @@ func killChild(t *testing.T, stage, raw, log string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, out, stderr
+}
+
+// killChild starts TestCrashChild on the store raw names, waits for its
+// ready line and SIGKILLs it. The child is killed and waited also when the
+// test fails first; it is done before the store's cleanup drops the store.
+func killChild(t *testing.T, stage, raw, log string) {
+	t.Helper()
+	cmd, out, stderr := startChild(t, "TestCrashChild", "60s", crashStageEnv+"="+stage, crashStoreEnv+"="+raw, crashLogEnv+"="+log)
 	kill := sync.OnceValue(func() error {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		return cmd.Wait()
@@ -247,7 +258,7 @@ func killChild(t *testing.T, stage, raw, log string) {
 		}
 		t.Log("child:", sc.Text())
 	}
-	err = kill()
+	err := kill()
 	if !ready {
 		t.Fatalf("child ended before it was ready (%v): %s", err, stderr.String())
 	}

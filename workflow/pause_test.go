@@ -2,12 +2,10 @@ package workflow
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -219,17 +217,7 @@ func pausedProcess(t *testing.T, raw string) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPauseChild$", "-test.count=1", "-test.timeout=120s")
-	cmd.Env = append(os.Environ(), pauseStoreEnv+"="+raw, pauseLogEnv+"="+log, pauseGoEnv+"="+goFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, stderr := startChild(t, "TestPauseChild", "120s", pauseStoreEnv+"="+raw, pauseLogEnv+"="+log, pauseGoEnv+"="+goFile)
 	reaped := sync.OnceFunc(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
