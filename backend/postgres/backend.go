@@ -54,9 +54,13 @@ func (h *closingHandler) HandleUnwatchAfterCancel() {
 // a cancel request may have been sent.
 const cancelSent = "varve.cancel_sent"
 
-// keepConn is the pool's AfterRelease: a connection that may still get a
-// cancel request meant for an earlier statement is closed, not reused.
-func keepConn(c *pgx.Conn) bool { return c.PgConn().CustomData()[cancelSent] == nil }
+// keepConn is the pool's PrepareConn: a connection that may still get a
+// cancel request meant for an earlier statement is closed, not reused, and
+// the call goes on with another. (As AfterRelease it would cost every call
+// a goroutine and a wake-up before its connection is back in the pool.)
+func keepConn(_ context.Context, c *pgx.Conn) (bool, error) {
+	return c.PgConn().CustomData()[cancelSent] == nil, nil
+}
 
 // cancelGrace is how long a cancelled statement may take to stop after the
 // cancel request before its connection is closed.
@@ -146,7 +150,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	pc.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &closingHandler{CancelRequestContextWatcherHandler: &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}, conn: c}
 	}
-	pc.AfterRelease = keepConn
+	pc.PrepareConn = keepConn
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", err)
