@@ -308,6 +308,7 @@ func (a *appendOp) publish(ctx context.Context, h head) (jsclient.Ack, state, er
 	if err != nil {
 		return jsclient.Ack{}, st, fmt.Errorf("publish commit: %w", err)
 	}
+	a.b.committed()
 	return ack, st, nil
 }
 

@@ -55,9 +55,13 @@ type Backend struct {
 	keys   jetstream.KeyValue
 	keysJS jetstream.Stream // the keys bucket's stream, for secure deletes
 
-	watchMu  sync.Mutex
-	watchSub *natsgo.Subscription
-	watchCh  chan struct{}
+	// notify: the stream republishes commits' headers to watchSubj, which
+	// wakes watchers in every process (decided in New: see NoNotify).
+	notify    bool
+	watchMu   sync.Mutex
+	watchSub  *natsgo.Subscription
+	watchCh   chan struct{}
+	watchPoll *time.Timer // wakes the watchers when no notification can come
 }
 
 var (
@@ -135,23 +139,29 @@ func (b *Backend) streamConfig() jetstream.StreamConfig {
 	if b.cfg.MemoryStorage {
 		storage = jetstream.MemoryStorage
 	}
+	var republish *jetstream.RePublish
+	if !b.cfg.NoNotify {
+		republish = b.republish()
+	}
 	return jetstream.StreamConfig{
-		Name:        b.cfg.Stream,
-		Description: "varve event store",
-		Subjects:    b.subjects(),
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		Replicas:    b.cfg.Replicas,
-		Duplicates:  b.cfg.DuplicateWindow,
-		AllowDirect: true,
-		RePublish: &jetstream.RePublish{
-			Source:      b.allSubj,
-			Destination: b.watchSubj,
-			HeadersOnly: true,
-		},
+		Name:               b.cfg.Stream,
+		Description:        "varve event store",
+		Subjects:           b.subjects(),
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            storage,
+		Replicas:           b.cfg.Replicas,
+		Duplicates:         b.cfg.DuplicateWindow,
+		AllowDirect:        true,
+		RePublish:          republish,
 		AllowAtomicPublish: b.c.AtomicBatches(),
 		AllowMsgTTL:        b.c.AtomicBatches(),
 	}
+}
+
+// republish is the stream's republish of commits' headers that Watch
+// subscribes to.
+func (b *Backend) republish() *jetstream.RePublish {
+	return &jetstream.RePublish{Source: b.allSubj, Destination: b.watchSubj, HeadersOnly: true}
 }
 
 // checkReplicas refuses a replicated stream on a server that does not
@@ -201,6 +211,7 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 		}
 		if err == nil {
 			b.replicated = want.Replicas > 1
+			b.notify = want.RePublish != nil
 			return nil
 		}
 		b.c.CountRequest()
@@ -234,10 +245,18 @@ func (b *Backend) ensureStream(ctx context.Context) error {
 	if oldLayout {
 		return fmt.Errorf("nats: stream %s has no subject %q: %w", b.cfg.Stream, b.layoutSubj, ErrOldLayout)
 	}
-	if !have.AllowDirect || have.RePublish == nil || *have.RePublish != *want.RePublish {
-		return fmt.Errorf("nats: stream %s exists without direct gets or the republish of %s to %s: %w",
+	if !have.AllowDirect {
+		return fmt.Errorf("nats: stream %s exists without direct gets: %w", b.cfg.Stream, varve.ErrInvalidArgument)
+	}
+	if have.RePublish != nil && *have.RePublish != *b.republish() {
+		return fmt.Errorf("nats: stream %s republishes other than %s to %s: %w",
 			b.cfg.Stream, b.allSubj, b.watchSubj, varve.ErrInvalidArgument)
 	}
+	if have.RePublish == nil && !b.cfg.NoNotify {
+		return fmt.Errorf("nats: stream %s was created without notifications (NoNotify): open it with NoNotify (no_notify=true), or add the republish of %s to %s: %w",
+			b.cfg.Stream, b.allSubj, b.watchSubj, varve.ErrInvalidArgument)
+	}
+	b.notify = have.RePublish != nil
 	if !addCheck && (!want.AllowAtomicPublish || have.AllowAtomicPublish) && (!want.AllowMsgTTL || have.AllowMsgTTL) {
 		return nil
 	}
@@ -287,6 +306,10 @@ func (b *Backend) Close() error {
 	if b.watchSub != nil {
 		_ = b.watchSub.Unsubscribe()
 		b.watchSub = nil
+	}
+	if b.watchPoll != nil {
+		b.watchPoll.Stop()
+		b.watchPoll = nil
 	}
 	close(b.watchCh) // wakes the watchers, which then find the backend closed
 	b.watchMu.Unlock()

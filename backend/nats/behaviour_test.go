@@ -408,15 +408,19 @@ func TestParseURL(t *testing.T) {
 		err  bool
 	}{
 		{raw: "nats://127.0.0.1:4222", want: Config{URL: "nats://127.0.0.1:4222"}},
-		{raw: "nats://u:p@h:1?stream=ES&prefix=a.b&replicas=3&memory=true&dupe_window=1h&timeout=3s&snapshots=S&checkpoints=C&keys=K",
+		{raw: "nats://u:p@h:1?stream=ES&prefix=a.b&replicas=3&memory=true&dupe_window=1h&timeout=3s&snapshots=S&checkpoints=C&keys=K&no_notify=true&watch_poll=250ms",
 			want: Config{URL: "nats://u:p@h:1", Stream: "ES", Prefix: "a.b", Replicas: 3, MemoryStorage: true,
-				DuplicateWindow: time.Hour, RequestTimeout: 3 * time.Second, SnapshotBucket: "S", CheckpointBucket: "C", KeyBucket: "K"}},
+				DuplicateWindow: time.Hour, RequestTimeout: 3 * time.Second, SnapshotBucket: "S", CheckpointBucket: "C", KeyBucket: "K",
+				NoNotify: true, WatchPoll: 250 * time.Millisecond}},
 		{raw: "postgres://h", err: true},
 		{raw: "nats://h?stream=a.b", err: true},
 		{raw: "nats://h?prefix=a..b", err: true},
 		{raw: "nats://h?prefix=a.*", err: true},
 		{raw: "nats://h?replicas=x", err: true},
 		{raw: "nats://h?bogus=1", err: true},
+		{raw: "nats://h?no_notify=maybe", err: true},
+		{raw: "nats://h?watch_poll=-1s", err: true},
+		{raw: "nats://h?watch_poll=soon", err: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.raw, func(t *testing.T) {

@@ -93,15 +93,18 @@ func BenchmarkPublish(b *testing.B) {
 // plain file-backed stream (the raw limit of varve bench), the same
 // publish to the backend's stream (which republishes headers for Watch),
 // that publish with the two headers a commit carries (Nats-Msg-Id,
-// Nats-Expected-Last-Subject-Sequence), with each of them alone, and a
-// single append through the
-// Store, and reports each one's mean time and the append's rate against
-// the plain publish's: what each guarantee of an append costs on the
-// server, measured side by side.
+// Nats-Expected-Last-Subject-Sequence), with each of them alone, a single
+// append through the Store, and one through a Store on a stream without
+// notifications (Config.NoNotify), and reports each one's mean time and
+// the appends' rates against the plain publish's: what each guarantee of
+// an append costs on the server, measured side by side.
 func BenchmarkPublishCost(b *testing.B) {
 	for _, srv := range benchServers {
 		b.Run(srv.name, func(b *testing.B) {
 			s, be := benchBackend(b, srv.url(b))
+			quiet := testConfig(srv.url(b), uniqueName("bench"))
+			quiet.NoNotify = true
+			sq, _ := mode{}.store(b, quiet)
 			ctx := context.Background()
 			plain := uniqueName("plain")
 			plainSubj := strings.ToLower(plain) + ".x"
@@ -112,7 +115,7 @@ func BenchmarkPublishCost(b *testing.B) {
 			data := make([]byte, benchEventSize+stateLen+24)
 			subj := be.evPrefix + "raw"
 			var last, lastE uint64
-			var v varve.Version
+			var v, vq varve.Version
 			i := 0
 			variants := []func() error{
 				func() error { _, err := be.js.Publish(ctx, plainSubj, data); return err },
@@ -147,6 +150,11 @@ func BenchmarkPublishCost(b *testing.B) {
 					v = res.LastVersion
 					return err
 				},
+				func() error {
+					res, err := sq.Append(ctx, "cost", varve.Exact(vq), benchEvent()...)
+					vq = res.LastVersion
+					return err
+				},
 			}
 			spent := make([]time.Duration, len(variants))
 			for b.Loop() {
@@ -166,7 +174,9 @@ func BenchmarkPublishCost(b *testing.B) {
 			b.ReportMetric(us(spent[3]), "msgid-µs")
 			b.ReportMetric(us(spent[4]), "expect-µs")
 			b.ReportMetric(us(spent[5]), "append-µs")
+			b.ReportMetric(us(spent[6]), "nonotify-µs")
 			b.ReportMetric(float64(spent[0])/float64(spent[5]), "append/plain")
+			b.ReportMetric(float64(spent[0])/float64(spent[6]), "nonotify/plain")
 			b.ReportMetric(float64(spent[1])/float64(spent[5]), "append/republish")
 		})
 	}

@@ -21,6 +21,7 @@ const (
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultCachedStreams   = 100_000
 	DefaultCachedEventIDs  = 1_000_000
+	DefaultWatchPoll       = time.Second
 )
 
 // Config configures a [Backend]. The zero value connects to
@@ -73,6 +74,20 @@ type Config struct {
 	// next append.
 	CachedStreams  int
 	CachedEventIDs int
+	// NoNotify creates the stream without the republish of each commit's
+	// headers that wakes watchers in every process ([Backend.Watch]),
+	// which costs every append a few microseconds on the server
+	// (docs/benchmarks.md, "NATS: what a single append adds to a raw
+	// publish"). Watchers are then woken by this backend's own appends at
+	// once and by other processes' within WatchPoll. On a stream that has
+	// the republish, NoNotify changes nothing; a backend without NoNotify
+	// refuses a stream that lacks it, as its watchers would not hear other
+	// processes.
+	NoNotify bool
+	// WatchPoll is how often watchers are woken when no notification can
+	// come: on a stream without notifications (NoNotify), and while the
+	// notifications' subscription cannot be made. Default 1s.
+	WatchPoll time.Duration
 	// CategorySeparator ends the category part of a stream id, as
 	// varve.Config.CategorySeparator, which it must equal: the category is
 	// part of a stream's subject (see Layout in the package doc). Empty: the
@@ -82,9 +97,10 @@ type Config struct {
 }
 
 // ParseURL parses "nats://[user:pass@]host:port[,host:port][?query]". Query
-// parameters: stream, prefix, replicas, memory (true/false), dupe_window and
-// timeout (Go durations), snapshots, checkpoints and keys (bucket names),
-// category_separator; an unknown one is varve.ErrInvalidArgument.
+// parameters: stream, prefix, replicas, memory and no_notify (true/false),
+// dupe_window, timeout and watch_poll (Go durations), snapshots, checkpoints
+// and keys (bucket names), category_separator; an unknown one is
+// varve.ErrInvalidArgument.
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -116,6 +132,16 @@ func ParseURL(raw string) (Config, error) {
 			return Config{}, bad("memory")
 		}
 	}
+	if v := q.Get("no_notify"); v != "" {
+		if cfg.NoNotify, err = strconv.ParseBool(v); err != nil {
+			return Config{}, bad("no_notify")
+		}
+	}
+	if v := q.Get("watch_poll"); v != "" {
+		if cfg.WatchPoll, err = time.ParseDuration(v); err != nil {
+			return Config{}, bad("watch_poll")
+		}
+	}
 	if v := q.Get("dupe_window"); v != "" {
 		if cfg.DuplicateWindow, err = time.ParseDuration(v); err != nil {
 			return Config{}, bad("dupe_window")
@@ -128,7 +154,7 @@ func ParseURL(raw string) (Config, error) {
 	}
 	for key := range q {
 		switch key {
-		case "stream", "prefix", "snapshots", "checkpoints", "keys", "replicas", "memory", "dupe_window", "timeout", "category_separator":
+		case "stream", "prefix", "snapshots", "checkpoints", "keys", "replicas", "memory", "no_notify", "watch_poll", "dupe_window", "timeout", "category_separator":
 		default:
 			return Config{}, fmt.Errorf("nats: unknown url parameter %q: %w", key, varve.ErrInvalidArgument)
 		}
@@ -167,6 +193,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.WatchPoll == 0 {
+		c.WatchPoll = DefaultWatchPoll
+	}
 	if c.CachedStreams == 0 {
 		c.CachedStreams = DefaultCachedStreams
 	}
@@ -203,7 +232,7 @@ func (c Config) validate() error {
 	if c.Replicas < 0 || c.Replicas > 5 {
 		return bad("replicas %d, want 1..5", c.Replicas)
 	}
-	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.CachedStreams < 0 || c.CachedEventIDs < 0 {
+	if c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.WatchPoll < 0 || c.CachedStreams < 0 || c.CachedEventIDs < 0 {
 		return bad("negative duration or size")
 	}
 	return nil

@@ -1,8 +1,8 @@
 // Package nats is a varve backend on NATS JetStream
 // (github.com/nats-io/nats.go/jetstream), for teams that already run NATS and
 // want their event store on it. It works with every server from 2.9 on
-// (tested: 2.9.10, 2.15); a replicated stream needs 2.9.21 or later. This is the contract; design, history and figures
-// are in docs/backends/nats.md.
+// (tested: 2.9.10, 2.15); a replicated stream needs 2.9.21 or later. This is
+// the contract; design, history and figures are in docs/backends/nats.md.
 //
 // Open it with [New] and a [Config], or from a URL with [ParseURL]:
 //
@@ -60,8 +60,9 @@
 // reader of $all holds one consumer between pages (a filtered one, one per
 // category, at most 8); the backend keeps at most 16 readers' consumers,
 // releases each after 5 s without a page and all on Close, and the server
-// deletes a dead process's after 30 s. [Backend.Watch] (varve.Store.Watch)
-// wakes readers after every commit stored in the stream, by any process.
+// deletes a dead process's after 30 s. [Backend.Watch] wakes readers after
+// every commit stored, by any process (Config.NoNotify: its own, and others'
+// within Config.WatchPoll).
 //
 // A page of $all follows its start position with no stored event left out, in
 // position order, and no later commit can fill a gap in it. Events of streams
@@ -135,12 +136,11 @@
 // Every call waits only as long as its context allows, and at most
 // Config.RequestTimeout per request when the context has no deadline: a
 // request in flight to a server that dies gets no answer, so give each call
-// a deadline of seconds, not the life of a process. While
-// the connection is down calls fail at once with [ErrUnreachable]; a call
-// waiting when it goes down fails within 0.1 s. Close makes every call in
-// flight return varve.ErrClosed, also when Config.Conn is the caller's. Its
-// errors say "nats: " and what failed, never the stream (the Store adds it)
-// nor the URL (it may hold credentials).
+// a deadline of seconds, not the life of a process. While the connection is
+// down calls fail at once with [ErrUnreachable]; a call waiting when it goes
+// down fails within 0.1 s. Close makes every call in flight return
+// varve.ErrClosed, also when Config.Conn is the caller's. Its errors say
+// "nats: " and what failed, never the stream nor the URL (it may hold secrets).
 //
 // # Concurrency
 //

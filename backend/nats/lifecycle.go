@@ -21,6 +21,7 @@ func (b *Backend) publishMarker(ctx context.Context, subj string, h head, st sta
 	ack, err := b.c.Publish(ctx, subj, data, jsclient.Expect{LastSubjectSeq: h.seq, CheckLast: true})
 	switch {
 	case err == nil:
+		b.committed()
 		return ack.Seq, true, nil
 	case jsclient.IsWrongLastSequence(err):
 		return 0, false, nil

@@ -255,6 +255,7 @@ func (m *multiOp) publish(ctx context.Context) (jsclient.BatchAck, []state, erro
 		}
 		return jsclient.BatchAck{}, nil, fmt.Errorf("publish batch: %w", err)
 	}
+	b.committed()
 	return ack, sts, nil
 }
 

@@ -10,7 +10,10 @@ import (
 // Watch implements varve.Watcher. The stream republishes the headers of
 // every stored event message (after it is stored, so a reader woken up
 // finds it); the first call subscribes to them with a plain NATS
-// subscription, which holds no JetStream resources.
+// subscription, which holds no JetStream resources. On a stream without
+// the republish (Config.NoNotify), and while the subscription cannot be
+// made, the watchers are woken by this backend's own commits and every
+// Config.WatchPoll.
 func (b *Backend) Watch() <-chan struct{} {
 	b.watchMu.Lock()
 	defer b.watchMu.Unlock()
@@ -19,7 +22,7 @@ func (b *Backend) Watch() <-chan struct{} {
 		close(ch)
 		return ch
 	}
-	if b.watchSub == nil {
+	if b.notify && b.watchSub == nil {
 		sub, err := b.nc.Subscribe(b.watchSubj, b.wake)
 		if err == nil {
 			ctx, cancel := b.c.Bound(context.Background())
@@ -28,22 +31,34 @@ func (b *Backend) Watch() <-chan struct{} {
 			b.watchSub = sub
 		}
 		if err != nil {
-			// Without notifications the caller still wakes up, after a
-			// poll interval, and the next call subscribes again.
+			// The next call subscribes again.
 			if sub != nil {
 				_ = sub.Unsubscribe()
 			}
 			b.watchSub = nil
-			ch := make(chan struct{})
-			time.AfterFunc(pollInterval, func() { close(ch) })
-			return ch
 		}
+	}
+	if b.watchSub == nil && b.watchPoll == nil {
+		b.watchPoll = time.AfterFunc(b.cfg.WatchPoll, b.polled)
 	}
 	return b.watchCh
 }
 
-// pollInterval is how long a watcher waits when it cannot subscribe.
-const pollInterval = time.Second
+// polled wakes the watchers when WatchPoll has passed.
+func (b *Backend) polled() {
+	b.watchMu.Lock()
+	b.watchPoll = nil
+	b.watchMu.Unlock()
+	b.wake(nil)
+}
+
+// committed wakes this process's watchers after a commit or marker of its
+// own was stored, when no notification will.
+func (b *Backend) committed() {
+	if !b.notify {
+		b.wake(nil)
+	}
+}
 
 func (b *Backend) wake(*natsgo.Msg) {
 	b.watchMu.Lock()
