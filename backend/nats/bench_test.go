@@ -105,6 +105,9 @@ func BenchmarkPublishCost(b *testing.B) {
 			quiet := testConfig(srv.url(b), uniqueName("bench"))
 			quiet.NoNotify = true
 			sq, _ := mode{}.store(b, quiet)
+			// Watchers, as a store with live subscriptions has: the server
+			// republishes only when someone listens.
+			_, _ = s.Watch(), sq.Watch()
 			ctx := context.Background()
 			plain := uniqueName("plain")
 			plainSubj := strings.ToLower(plain) + ".x"
