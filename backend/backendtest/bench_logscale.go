@@ -47,7 +47,9 @@ const (
 // the window. (The probes and windows of the sizes before add to the log:
 // 102,000 events a size.) It fills the log between sizes in batches from 4 writers
 // and logs a table of the rates at each size and their ratio to the first
-// size's. Opt-in: it takes long.
+// size's; after each fill it calls f.Settle, if set, so that what is
+// measured is the log at that size, not the work the fill left behind.
+// Opt-in: it takes long.
 //
 //	VARVE_LOG_SCALE=1 go test -run TestLogScale -v -timeout 2h ./backend/sqlite/
 func RunLogScale(t *testing.T, f Factory, sizes ...int) {
@@ -76,6 +78,13 @@ func RunLogScale(t *testing.T, f Factory, sizes ...int) {
 		r := row{size: size}
 		if size > loaded {
 			r.loadRate = float64(size-loaded) / time.Since(start).Seconds()
+		}
+		if f.Settle != nil {
+			settled := time.Now()
+			if err := f.Settle(ctx, s.Backend()); err != nil {
+				t.Fatalf("settle at %d events: %v", size, err)
+			}
+			t.Logf("%s: settled at %d events in %v", name, size, time.Since(settled).Round(time.Millisecond))
 		}
 		runtime.GC()
 		var err error

@@ -33,6 +33,10 @@ type Factory struct {
 	// store over the backend lacks one of them; the behaviours of a
 	// capability the backend does not declare, and lacks, are skipped.
 	Capabilities varve.Capabilities
+	// Settle, when set, finishes the storage work that a burst of writes
+	// left behind (a checkpoint, a vacuum). RunLogScale calls it after
+	// filling the log to a size, before it measures there.
+	Settle func(ctx context.Context, b varve.Backend) error
 }
 
 // Run runs the conformance suite against the factory's backends.
