@@ -50,8 +50,11 @@ const (
 // size's; after each fill it calls f.Settle, if set, so that what is
 // measured is the log at that size, not the work the fill left behind.
 // The appends alternate, in blocks, with appends to a second store from
-// f that stays empty, and their ratio is to that store's rate in the same
-// blocks: a disk's flush time drifts by more than the log's size moves it.
+// f that holds nothing but the probes and windows, and their ratio is to
+// that store's rate in the same blocks: a disk's flush time drifts by more
+// than the log's size moves it. The reads alternate the same way with
+// reads of a window appended to that second store at each size, and their
+// ratio is to those; the ratio to the first size is logged too.
 // Opt-in: it takes long.
 //
 //	VARVE_LOG_SCALE=1 go test -run TestLogScale -v -timeout 2h ./backend/sqlite/
@@ -61,15 +64,16 @@ func RunLogScale(t *testing.T, f Factory, sizes ...int) {
 	}
 	sizes = scaleSizes(t, LogScaleSizesEnv, sizes)
 	s := store(t, f)
-	empty := store(t, f)
+	small := store(t, f)
 	ctx := t.Context()
 	name := s.Features().Name
 	type row struct {
 		size                         int
 		appendRate, allRate, catRate float64
-		emptyRate                    float64 // of the empty store, beside appendRate
-		appendP99                    time.Duration
-		loadRate                     float64
+		// of the small store, beside appendRate, allRate and catRate
+		smallRate, smallAll, smallCat float64
+		appendP99                     time.Duration
+		loadRate                      float64
 	}
 	var rows []row
 	loaded := 0
@@ -94,58 +98,47 @@ func RunLogScale(t *testing.T, f Factory, sizes ...int) {
 		runtime.GC()
 		var err error
 		stream := "probe-" + strconv.Itoa(size)
-		if r.appendRate, r.emptyRate, r.appendP99, err = appendsBeside(ctx, s, empty, stream); err != nil {
+		if r.appendRate, r.smallRate, r.appendP99, err = appendsBeside(ctx, s, small, stream); err != nil {
 			t.Fatal(err)
 		}
-		// The window: its first event's position is where both reads start.
-		from, err := s.LastPosition(ctx)
+		// The windows: their first events' positions are where the reads start.
+		w, err := logWindow(ctx, s, "window"+strconv.Itoa(size))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := logFill(ctx, s, 0, logScaleWindow, "window"+strconv.Itoa(size), func(int) {}); err != nil {
-			t.Fatal(err)
-		}
-		last, err := s.LastPosition(ctx)
+		sw, err := logWindow(ctx, small, "small"+strconv.Itoa(size))
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.WaitFor(ctx, last); err != nil {
 			t.Fatal(err)
 		}
 		runtime.GC()
-		n, took, err := logRead(ctx, s, from, last)
+		all, err := logReadBeside(ctx, s, w, small, sw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n < logScaleWindow {
-			t.Fatalf("$all from %v through %v: %d events, want at least %d", from, last, n, logScaleWindow)
-		}
-		r.allRate = float64(n) / took.Seconds()
-		cat := varve.Filter{Categories: []string{"c7"}}
-		n, took, err = logRead(ctx, s, from, last, cat)
+		r.allRate, r.smallAll = all[0], all[1]
+		cat, err := logReadBeside(ctx, s, w, small, sw, varve.Filter{Categories: []string{"c7"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := logScaleWindow / logScaleCategories; n != want {
-			t.Fatalf("category c7 from %v: %d events, want %d", from, n, want)
-		}
-		r.catRate = float64(n) / took.Seconds()
+		r.catRate, r.smallCat = cat[0], cat[1]
 		t.Logf("%s at %d events: appends %.0f/s p99 %v, $all %.0f events/s, a category %.0f events/s",
 			name, size, r.appendRate, workload.Round(r.appendP99), r.allRate, r.catRate)
-		t.Logf("%s at %d events: the empty store beside it %.0f appends/s", name, size, r.emptyRate)
+		t.Logf("%s at %d events: the small store beside it: appends %.0f/s, $all %.0f events/s, a category %.0f events/s",
+			name, size, r.smallRate, r.smallAll, r.smallCat)
 		rows = append(rows, r)
 		loaded = size
 	}
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "EVENTS\tAPPENDS/S\tP99\tEMPTY STORE APPENDS/S\tRATIO\t$ALL EVENTS/S\tRATIO\tCATEGORY EVENTS/S\tRATIO\tLOADED/S\t")
+	fmt.Fprintln(tw, "EVENTS\tAPPENDS/S\tP99\tSMALL STORE\tRATIO\t$ALL EVENTS/S\tSMALL STORE\tRATIO\tTO FIRST\tCATEGORY EVENTS/S\tSMALL STORE\tRATIO\tTO FIRST\tLOADED/S\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%.0f\t%v\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t\n", r.size,
-			r.appendRate, workload.Round(r.appendP99), r.emptyRate, r.appendRate/r.emptyRate,
-			r.allRate, r.allRate/rows[0].allRate, r.catRate, r.catRate/rows[0].catRate, r.loadRate)
+		fmt.Fprintf(tw, "%d\t%.0f\t%v\t%.0f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t\n", r.size,
+			r.appendRate, workload.Round(r.appendP99), r.smallRate, r.appendRate/r.smallRate,
+			r.allRate, r.smallAll, r.allRate/r.smallAll, r.allRate/rows[0].allRate,
+			r.catRate, r.smallCat, r.catRate/r.smallCat, r.catRate/rows[0].catRate, r.loadRate)
 	}
 	_ = tw.Flush()
-	t.Logf("The log at scale on %s: single appends (1 writer), a catch-up of $all through %d events and a read of one category's %d events among them, as the log grows (RATIO: appends against the empty store's in the same blocks, reads against the first size):\n%s",
+	t.Logf("The log at scale on %s: single appends (1 writer), a catch-up of $all through %d events and a read of one category's %d events among them, as the log grows (RATIO: against the small store's in the same blocks; TO FIRST: against the first size):\n%s",
 		name, logScaleWindow, logScaleWindow/logScaleCategories, sb.String())
 }
 
@@ -215,22 +208,59 @@ func logFill(ctx context.Context, s *varve.Store, from, to int, tag string, prog
 	return <-errs
 }
 
-// logRead reads $all after from through last, in pages, at least three
-// times and for at least a second, and returns the events of a read and
-// the median time of one.
-func logRead(ctx context.Context, s *varve.Store, from, last varve.Position, opts ...varve.AllOption) (int, time.Duration, error) {
-	var took []time.Duration
-	n := 0
-	for start := time.Now(); len(took) < 3 || time.Since(start) < time.Second && len(took) < 1000; {
-		var d time.Duration
-		var err error
-		if n, d, err = logReadOnce(ctx, s, from, last, opts...); err != nil {
-			return n, 0, err
-		}
-		took = append(took, d)
+// window is a stretch of the log that a read goes through: after from,
+// through last.
+type window struct{ from, last varve.Position }
+
+// logWindow appends a window of logScaleWindow events to s the way
+// logFill does and waits until it can be read.
+func logWindow(ctx context.Context, s *varve.Store, tag string) (window, error) {
+	from, err := s.LastPosition(ctx)
+	if err != nil {
+		return window{}, err
 	}
-	slices.Sort(took)
-	return n, took[len(took)/2], nil
+	if err := logFill(ctx, s, 0, logScaleWindow, tag, func(int) {}); err != nil {
+		return window{}, err
+	}
+	last, err := s.LastPosition(ctx)
+	if err != nil {
+		return window{}, err
+	}
+	return window{from, last}, s.WaitFor(ctx, last)
+}
+
+// logReadBeside reads the window w of s and the window sw of small in
+// turn, each at least three times and together for at least a second, and
+// returns each one's rate from the median time of a read. A read of $all
+// must find the whole window; one filtered by a category, that
+// category's share of it.
+func logReadBeside(ctx context.Context, s *varve.Store, w window, small *varve.Store, sw window, opts ...varve.AllOption) ([2]float64, error) {
+	want := logScaleWindow
+	if len(opts) > 0 {
+		want = logScaleWindow / logScaleCategories
+	}
+	var took [2][]time.Duration
+	var rates [2]float64
+	for start := time.Now(); len(took[0]) < 3 || time.Since(start) < time.Second && len(took[0]) < 1000; {
+		for k, read := range []struct {
+			st *varve.Store
+			w  window
+		}{{s, w}, {small, sw}} {
+			n, d, err := logReadOnce(ctx, read.st, read.w.from, read.w.last, opts...)
+			if err != nil {
+				return rates, err
+			}
+			if n != want {
+				return rates, fmt.Errorf("a read after %v through %v: %d events, want %d", read.w.from, read.w.last, n, want)
+			}
+			took[k] = append(took[k], d)
+		}
+	}
+	for k := range took {
+		slices.Sort(took[k])
+		rates[k] = float64(want) / took[k][len(took[k])/2].Seconds()
+	}
+	return rates, nil
 }
 
 func logReadOnce(ctx context.Context, s *varve.Store, from, last varve.Position, opts ...varve.AllOption) (int, time.Duration, error) {
@@ -257,10 +287,10 @@ func logReadOnce(ctx context.Context, s *varve.Store, from, last varve.Position,
 	}
 }
 
-// appendsBeside times single-event appends to stream on s and on empty in
+// appendsBeside times single-event appends to stream on s and on small in
 // turn, ten blocks each of logScaleAppends/10, so that both meet the same
 // moments of the machine; it returns each one's rate and the p99 of s.
-func appendsBeside(ctx context.Context, s, empty *varve.Store, stream string) (rate, emptyRate float64, p99 time.Duration, err error) {
+func appendsBeside(ctx context.Context, s, small *varve.Store, stream string) (rate, smallRate float64, p99 time.Duration, err error) {
 	const blocks = 10
 	// Both stores' appends are timed one by one, though only s's p99 is
 	// reported: timing only s's made it pay alone for the clock reads (on
@@ -268,7 +298,7 @@ func appendsBeside(ctx context.Context, s, empty *varve.Store, stream string) (r
 	took := [2][]time.Duration{make([]time.Duration, 0, logScaleAppends), make([]time.Duration, 0, logScaleAppends)}
 	var spent [2]time.Duration
 	for range blocks {
-		for k, st := range []*varve.Store{s, empty} {
+		for k, st := range []*varve.Store{s, small} {
 			start := time.Now()
 			for range logScaleAppends / blocks {
 				t0 := time.Now()
