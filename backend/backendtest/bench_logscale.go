@@ -241,12 +241,17 @@ func logReadBeside(ctx context.Context, s *varve.Store, w window, small *varve.S
 	}
 	var took [2][]time.Duration
 	var rates [2]float64
+	// One buffer for each store's reads, made before the clock runs: a
+	// page's buffer made per read added 6-32 µs to a read of 1,000 events
+	// on memory (20 µs without it), by whether the heap had the memory at
+	// hand.
+	bufs := [2][]varve.RecordedEvent{make([]varve.RecordedEvent, 0, logScalePage), make([]varve.RecordedEvent, 0, logScalePage)}
 	for start := time.Now(); len(took[0]) < 3 || time.Since(start) < time.Second && len(took[0]) < 1000; {
 		for k, read := range []struct {
 			st *varve.Store
 			w  window
 		}{{s, w}, {small, sw}} {
-			n, d, err := logReadOnce(ctx, read.st, read.w.from, read.w.last, opts...)
+			n, d, err := logReadOnce(ctx, read.st, read.w.from, read.w.last, bufs[k], opts...)
 			if err != nil {
 				return rates, err
 			}
@@ -263,10 +268,9 @@ func logReadBeside(ctx context.Context, s *varve.Store, w window, small *varve.S
 	return rates, nil
 }
 
-func logReadOnce(ctx context.Context, s *varve.Store, from, last varve.Position, opts ...varve.AllOption) (int, time.Duration, error) {
+func logReadOnce(ctx context.Context, s *varve.Store, from, last varve.Position, buf []varve.RecordedEvent, opts ...varve.AllOption) (int, time.Duration, error) {
 	start := time.Now()
 	n := 0
-	buf := make([]varve.RecordedEvent, 0, logScalePage)
 	after := from
 	for {
 		page, err := s.ReadAllPage(ctx, after, buf[:0], append(opts, varve.PageSize(logScalePage))...)
