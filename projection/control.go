@@ -219,9 +219,8 @@ const MaxInspectLag = 10_000
 
 // countLag counts the events after cp that the version's runner reads
 // (by the filter its subscription recorded: [subscription.Described]), up
-// to MaxInspectLag.
-// countLag counts a version's lag by its recorded descriptor, and finds
-// when the oldest event it has yet to handle was recorded (nil: none).
+// to MaxInspectLag, and finds when the oldest event it has yet to handle
+// was recorded (nil: none).
 func countLag(ctx context.Context, store *varve.Store, checkpoint string, cp varve.Position) (int64, bool, *time.Time, error) {
 	d, ok, err := subscription.Described(ctx, store, checkpoint)
 	if err != nil {
