@@ -48,6 +48,10 @@ func (h *closingHandler) HandleUnwatchAfterCancel() {
 		return
 	}
 	h.CancelRequestContextWatcherHandler.HandleUnwatchAfterCancel()
+	// Closed now, the connection is dropped as it is released: left idle
+	// for keepConn, a run of them could use up pgxpool's attempts to
+	// acquire one ("too many failed attempts") and fail a live call.
+	_ = h.conn.Close(context.Background())
 }
 
 // cancelSent marks, in a connection's custom data, a connection to which

@@ -242,3 +242,43 @@ func TestCancelledConnectionDropped(t *testing.T) {
 		t.Fatalf("the connection of the cancelled statement (process %d) was used again", first)
 	}
 }
+
+// TestCancelledConnectionsDoNotFailOthers: calls whose contexts end while
+// their statements run must not make a concurrent call with a live context
+// fail: the pool drops their connections, and the live call gets another.
+func TestCancelledConnectionsDoNotFailOthers(t *testing.T) {
+	cfg := config(t, testSchema)
+	cfg.MaxConns = 1
+	pool := open(t, cfg).Pool()
+	ctx, stop := context.WithTimeout(context.Background(), 3*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c, cancel := context.WithTimeout(ctx, 3*time.Millisecond)
+				_, _ = pool.Exec(c, "SELECT pg_sleep(0.05)")
+				cancel()
+			}
+		}()
+	}
+	var fails, n int
+	var first error
+	for ctx.Err() == nil {
+		var one int
+		n++
+		if err := pool.QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil {
+			if fails++; first == nil {
+				first = err
+			}
+		}
+	}
+	stop()
+	wg.Wait()
+	if fails > 0 {
+		t.Errorf("%d of %d reads with a live context failed beside cancelled calls; first: %v",
+			fails, n, first)
+	}
+}
