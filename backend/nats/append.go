@@ -301,6 +301,7 @@ func (a *appendOp) publish(ctx context.Context, h head) (jsclient.Ack, state, er
 		return jsclient.Ack{}, st, err
 	}
 	ack, err := a.b.c.Publish(ctx, a.subj, data, exp)
+	a.b.committed(err)
 	var refused *jsclient.APIError
 	if err != nil && !errors.As(err, &refused) {
 		a.unsure = a.unsure || st.kind == kindChunked
@@ -308,7 +309,6 @@ func (a *appendOp) publish(ctx context.Context, h head) (jsclient.Ack, state, er
 	if err != nil {
 		return jsclient.Ack{}, st, fmt.Errorf("publish commit: %w", err)
 	}
-	a.b.committed()
 	return ack, st, nil
 }
 

@@ -19,9 +19,9 @@ func (b *Backend) publishMarker(ctx context.Context, subj string, h head, st sta
 	st.prev = h.seq
 	putState(data, st)
 	ack, err := b.c.Publish(ctx, subj, data, jsclient.Expect{LastSubjectSeq: h.seq, CheckLast: true})
+	b.committed(err)
 	switch {
 	case err == nil:
-		b.committed()
 		return ack.Seq, true, nil
 	case jsclient.IsWrongLastSequence(err):
 		return 0, false, nil

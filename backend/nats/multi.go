@@ -246,6 +246,7 @@ func (m *multiOp) publish(ctx context.Context) (jsclient.BatchAck, []state, erro
 		msgs = append(msgs, jsclient.BatchMsg{Subject: a.subj, Data: data, Expect: exp})
 	}
 	ack, err := b.c.PublishBatch(ctx, msgs)
+	b.committed(err)
 	if err != nil {
 		var refused *jsclient.APIError
 		if !errors.As(err, &refused) {
@@ -255,7 +256,6 @@ func (m *multiOp) publish(ctx context.Context) (jsclient.BatchAck, []state, erro
 		}
 		return jsclient.BatchAck{}, nil, fmt.Errorf("publish batch: %w", err)
 	}
-	b.committed()
 	return ack, sts, nil
 }
 

@@ -2,9 +2,12 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/varve-go/varve/backend/nats/internal/jsclient"
 )
 
 // Watch implements varve.Watcher. The stream republishes the headers of
@@ -52,10 +55,12 @@ func (b *Backend) polled() {
 	b.wake(nil)
 }
 
-// committed wakes this process's watchers after a commit or marker of its
-// own was stored, when no notification will.
-func (b *Backend) committed() {
-	if !b.notify {
+// committed wakes this process's watchers after the publish of a commit or
+// marker of its own, when no notification will: unless the server refused
+// it, err or not, it was stored or may have been (its answer was lost).
+func (b *Backend) committed(err error) {
+	var refused *jsclient.APIError
+	if !b.notify && (err == nil || !errors.As(err, &refused)) {
 		b.wake(nil)
 	}
 }

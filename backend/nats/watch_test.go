@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/varve-go/varve"
+	"github.com/varve-go/varve/internal/testenv"
 )
 
 // closedWithin reports whether ch is closed within d.
@@ -98,4 +99,48 @@ func TestNoNotify(t *testing.T) {
 			t.Fatal("another process's commit did not wake a NoNotify backend's watcher on a stream with notifications")
 		}
 	})
+}
+
+// TestNoNotifyUnansweredCommitWakes: on a stream without notifications, a
+// commit of this backend that was stored although its publish got no
+// answer in time (the call's context ended first) wakes the backend's
+// watchers, as the republish would have: with a WatchPoll of an hour,
+// nothing else does.
+func TestNoNotifyUnansweredCommitWakes(t *testing.T) {
+	m := mode{name: "machine", url: testenv.NATSURL(t)}
+	cfg := testConfig(m.url, uniqueName("lostack"))
+	cfg.NoNotify, cfg.WatchPoll = true, time.Hour
+	b := m.open(t, cfg)
+	bg := ctxT(t)
+	version := func() int {
+		evs, err := b.ReadStream(bg, varve.StreamQuery{Stream: "s", Direction: varve.Forward, Limit: 10000}, nil)
+		if err != nil && !errors.Is(err, varve.ErrStreamNotFound) {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	stored := 0
+	for i := 0; i < 2000; i++ {
+		d := time.Duration(20+i%200*10) * time.Microsecond
+		ch := b.Watch()
+		ctx, cancel := context.WithTimeout(bg, d)
+		_, err := b.Append(ctx, varve.AppendRequest{Stream: "s", Expected: varve.Any, Events: []varve.Event{{ID: varve.NewEventID(), Type: "T"}}})
+		cancel()
+		if err == nil {
+			stored++
+			if !closedWithin(ch, 5*time.Second) {
+				t.Fatal("an acknowledged commit did not wake the watcher")
+			}
+			continue
+		}
+		if v := version(); v > stored {
+			stored = v
+			if !closedWithin(ch, 2*time.Second) {
+				t.Fatalf("a commit stored by this backend (its publish unanswered: %v) did not wake its watcher", err)
+			}
+			t.Logf("try %d (%v): an unanswered commit woke the watcher", i, d)
+			return
+		}
+	}
+	t.Skip("no publish was stored without its answer")
 }
