@@ -20,13 +20,14 @@ import (
 
 // closingHandler ends a statement whose context a closing Store ended
 // (cause varve.ErrClosed) at once, breaking its connection, which Close
-// drops anyway; any other cancellation sends PostgreSQL a cancel request
-// and marks the connection (cancelSent), which the pool then drops when
-// it is released: the server acts on a cancel request whenever the process
-// that reads it runs, and on a busy machine that came after pgx's 100 ms
-// wait, cancelling the connection's next statement, a read with a live
-// context ("canceling statement due to user request"). One handler serves
-// one connection, which runs one statement at a time.
+// drops anyway; any other cancellation sends PostgreSQL a cancel request,
+// marks the connection (cancelSent) and closes it when the statement ends,
+// so that the pool drops it as it is released: the server acts on a
+// cancel request whenever the process that reads it runs, and on a busy
+// machine that came after pgx's 100 ms wait, cancelling the connection's
+// next statement, a read with a live context ("canceling statement due to
+// user request"). One handler serves one connection, which runs one
+// statement at a time.
 type closingHandler struct {
 	*pgconn.CancelRequestContextWatcherHandler
 	conn   *pgconn.PgConn
@@ -58,10 +59,10 @@ func (h *closingHandler) HandleUnwatchAfterCancel() {
 // a cancel request may have been sent.
 const cancelSent = "varve.cancel_sent"
 
-// keepConn is the pool's PrepareConn: a connection that may still get a
-// cancel request meant for an earlier statement is closed, not reused, and
-// the call goes on with another. (As AfterRelease it would cost every call
-// a goroutine and a wake-up before its connection is back in the pool.)
+// keepConn is the pool's PrepareConn, a second guard behind closingHandler
+// (which closes such a connection as its statement ends): a connection
+// that may still get a cancel request meant for an earlier statement is
+// closed, not reused, and the call goes on with another.
 func keepConn(_ context.Context, c *pgx.Conn) (bool, error) {
 	return c.PgConn().CustomData()[cancelSent] == nil, nil
 }
