@@ -152,6 +152,14 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 	won := map[string]int{} // event ids of acknowledged transfers -> count
 	lost := map[string]bool{}
 	conflicts := 0
+	var newest varve.Position // of the acknowledged appends
+	acked := func(rs ...varve.AppendResult) {
+		for _, r := range rs {
+			if newest.Less(r.Position) {
+				newest = r.Position
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -175,10 +183,11 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 					}
 				}
 				parts := appendParts([]string{name(x), name(y)}, exp, 1)
-				_, err := s.AppendMulti(ctx, parts)
+				res, err := s.AppendMulti(ctx, parts)
 				mu.Lock()
 				switch {
 				case err == nil:
+					acked(res...)
 					won[parts[0].Events[0].ID.String()]++
 					won[parts[1].Events[0].ID.String()]++
 				case errors.Is(err, varve.ErrWrongExpectedVersion):
@@ -197,11 +206,13 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 		wg.Go(func() {
 			for i := range tries {
 				evs := events("Fee", 1)
-				if _, err := s.Append(ctx, name((w+i)%accounts), varve.Any, evs...); err != nil {
+				res, err := s.Append(ctx, name((w+i)%accounts), varve.Any, evs...)
+				if err != nil {
 					t.Errorf("single append: %v", err)
 					return
 				}
 				mu.Lock()
+				acked(res)
 				won[evs[0].ID.String()]++
 				mu.Unlock()
 			}
@@ -219,6 +230,9 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 					t.Errorf("disjoint writer %d: %v", w, err)
 					return
 				}
+				mu.Lock()
+				acked(res...)
+				mu.Unlock()
 				exp[0], exp[1] = res[0].LastVersion, res[1].LastVersion
 			}
 		})
@@ -230,6 +244,9 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 	if len(won) <= 2*tries {
 		t.Fatal("no transfer won")
 	}
+	// $all may hold an acknowledged commit back while a writer of another
+	// test on the same server is in flight.
+	waitForPosition(t, s, newest)
 	last := map[string]varve.Version{}
 	seen := map[string]int{}
 	for e, err := range s.ReadAll(ctx, start) {
