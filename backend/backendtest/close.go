@@ -45,15 +45,16 @@ func testCloseDuringRead(t *testing.T, f Factory) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeDuringRead(t, b, stream, start, during)
+			closeDuringRead(t, b, stream, start, last.Position, during)
 		})
 	}
 }
 
 // closeDuringRead closes a store over b while a read of stream and a scan
 // of $all after start are in flight, as the third page of the one named by
-// during is being fetched.
-func closeDuringRead(t *testing.T, b varve.Backend, stream string, start varve.Position, during string) {
+// during is being fetched. through is the stream's last append, which the
+// scan waits for on b (a backend opened anew has proven no horizon yet).
+func closeDuringRead(t *testing.T, b varve.Backend, stream string, start, through varve.Position, during string) {
 	fetched := make(chan struct{})
 	var pages [2]atomic.Int32 // page reads started: of the stream, of $all
 	s, err := varve.New(&announcing{Backend: b, onRead: func(all bool) {
@@ -69,6 +70,7 @@ func closeDuringRead(t *testing.T, b varve.Backend, stream string, start varve.P
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	waitForPosition(t, s, through)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
