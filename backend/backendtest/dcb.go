@@ -185,8 +185,7 @@ func testDCBRace(t *testing.T, s *varve.Store) {
 	ctx := ctxFor(t)
 	pfx := prefix(t)
 	u := strings.ReplaceAll(pfx, "-", "")
-	var mu sync.Mutex
-	var newest varve.Position // of the claims that won
+	var won newest // of the claims
 	claim := func(name, stream string) (bool, error) {
 		q := varve.Query{Items: []varve.QueryItem{{Types: []string{"NameClaimed"}, Tags: []string{u + "name:" + name}}}}
 		pos, taken := varve.Start, false
@@ -209,11 +208,7 @@ func testDCBRace(t *testing.T, s *varve.Store) {
 			return false, nil
 		}
 		if err == nil {
-			mu.Lock()
-			if newest.Less(res.Position) {
-				newest = res.Position
-			}
-			mu.Unlock()
+			won.add(res)
 		}
 		return err == nil, err
 	}
@@ -253,7 +248,7 @@ func testDCBRace(t *testing.T, s *varve.Store) {
 	// The store agrees: one claim event per name. Query reads stop at
 	// $all's horizon, which may hold a claim back a while (PostgreSQL,
 	// behind a writer of another test).
-	waitForPosition(t, s, newest)
+	won.wait(t, s)
 	for n := range wins {
 		q := varve.Query{Items: []varve.QueryItem{{Tags: []string{u + "name:" + fmt.Sprint("n", n)}}}}
 		evs, err := collect(s.ReadQuery(ctx, q, varve.Start))

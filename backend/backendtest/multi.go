@@ -152,14 +152,7 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 	won := map[string]int{} // event ids of acknowledged transfers -> count
 	lost := map[string]bool{}
 	conflicts := 0
-	var newest varve.Position // of the acknowledged appends
-	acked := func(rs ...varve.AppendResult) {
-		for _, r := range rs {
-			if newest.Less(r.Position) {
-				newest = r.Position
-			}
-		}
-	}
+	var acked newest
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -187,7 +180,7 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 				mu.Lock()
 				switch {
 				case err == nil:
-					acked(res...)
+					acked.add(res...)
 					won[parts[0].Events[0].ID.String()]++
 					won[parts[1].Events[0].ID.String()]++
 				case errors.Is(err, varve.ErrWrongExpectedVersion):
@@ -212,7 +205,7 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 					return
 				}
 				mu.Lock()
-				acked(res)
+				acked.add(res)
 				won[evs[0].ID.String()]++
 				mu.Unlock()
 			}
@@ -230,9 +223,7 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 					t.Errorf("disjoint writer %d: %v", w, err)
 					return
 				}
-				mu.Lock()
-				acked(res...)
-				mu.Unlock()
+				acked.add(res...)
 				exp[0], exp[1] = res[0].LastVersion, res[1].LastVersion
 			}
 		})
@@ -246,7 +237,7 @@ func testMultiTransfers(t *testing.T, s *varve.Store) {
 	}
 	// $all may hold an acknowledged commit back while a writer of another
 	// test on the same server is in flight.
-	waitForPosition(t, s, newest)
+	acked.wait(t, s)
 	last := map[string]varve.Version{}
 	seen := map[string]int{}
 	for e, err := range s.ReadAll(ctx, start) {

@@ -59,8 +59,7 @@ func testNumbersOrder(t *testing.T, s *varve.Store) {
 		t.Fatal(err)
 	}
 	multi := s.Capabilities().MultiAppend
-	var mu sync.Mutex
-	var newest varve.Position // of the acknowledged appends
+	var acked newest
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	for w := range 6 {
@@ -83,13 +82,7 @@ func testNumbersOrder(t *testing.T, s *varve.Store) {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				for _, x := range res {
-					if newest.Less(x.Position) {
-						newest = x.Position
-					}
-				}
-				mu.Unlock()
+				acked.add(res...)
 			}
 		})
 	}
@@ -100,7 +93,7 @@ func testNumbersOrder(t *testing.T, s *varve.Store) {
 	}
 	// $all may hold acknowledged appends back while a writer of another
 	// test on the same server is in flight: the read must hold them all.
-	waitForPosition(t, s, newest)
+	acked.wait(t, s)
 	all := readAllPrefix(t, s, start, pfx)
 	// Numbered whole and in pages of 7: a number does not depend on the
 	// other positions asked for with it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,6 +177,33 @@ func testStreamInfo(t *testing.T, f Factory) {
 	if info.CreatedAt.IsZero() || !info.CreatedAt.Equal(first.CreatedAt) || !info.UpdatedAt.After(first.UpdatedAt) || info.UpdatedAt.Before(info.CreatedAt) {
 		t.Fatalf("info times: created %v then %v, updated %v then %v", first.CreatedAt, info.CreatedAt, first.UpdatedAt, info.UpdatedAt)
 	}
+}
+
+// newest keeps the newest position of acknowledged appends, from writers
+// that run concurrently: a test waits for it (wait) before it asserts on
+// what $all holds.
+type newest struct {
+	mu  sync.Mutex
+	pos varve.Position
+}
+
+func (n *newest) add(rs ...varve.AppendResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range rs {
+		if n.pos.Less(r.Position) {
+			n.pos = r.Position
+		}
+	}
+}
+
+// wait waits until $all can return the newest acknowledged append.
+func (n *newest) wait(t testing.TB, s *varve.Store) {
+	t.Helper()
+	n.mu.Lock()
+	pos := n.pos
+	n.mu.Unlock()
+	waitForPosition(t, s, pos)
 }
 
 // waitForPosition waits until $all can return the event at pos: a backend

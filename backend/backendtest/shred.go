@@ -56,8 +56,7 @@ func testShredding(t *testing.T, f Factory) {
 	subject := func(i int) string { return fmt.Sprintf("%ssubject-%d", pfx, i) }
 	victim := subject(0)
 	var erased atomic.Bool
-	var mu sync.Mutex
-	var newest varve.Position // of the acknowledged appends
+	var acked newest
 	var wg sync.WaitGroup
 	errs := make(chan error, writers+1)
 	for w := range writers {
@@ -74,11 +73,7 @@ func testShredding(t *testing.T, f Factory) {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				if newest.Less(res.Position) {
-					newest = res.Position
-				}
-				mu.Unlock()
+				acked.add(res)
 			}
 		})
 	}
@@ -151,7 +146,7 @@ func testShredding(t *testing.T, f Factory) {
 	// $all holds the same events, opened: none in the clear of an erased key.
 	// It may hold acknowledged appends back a while (PostgreSQL's horizon,
 	// behind a writer of another test).
-	waitForPosition(t, s, newest)
+	acked.wait(t, s)
 	n := 0
 	for e, err := range s.ReadAll(ctx, varve.Start) {
 		if err != nil {
