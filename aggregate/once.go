@@ -54,8 +54,16 @@ type Once struct {
 //     answers with the event's result if it is there.
 //
 // Two retries that run at once on the same state both get the first
-// outcome; the one whose save the store deduplicated sees Duplicate false.
+// outcome; the one whose save the store deduplicated sees Duplicate false,
+// as does a retry from a repository whose cached state is older than the
+// first run (nothing is written twice either way).
 // A command that raised no events leaves no trace: its retry runs again.
+// The command's events are its only record: a retry comes as a duplicate
+// only while its first event is in the stream. Truncating it away (package
+// retention's MaxCount, MaxAge, TruncateBefore) or deleting the stream
+// frees its ids in every backend, and a retry after that runs the command
+// again, on a state that holds its effect (a snapshot's); keep a stream's
+// events for longer than its commands can be retried.
 // The aggregate returned is the one saved, or, for a duplicate, the one
 // read from the store.
 func (r *Repository[T]) ExecuteOnce(ctx context.Context, id, commandID string, command func(*Aggregate[T]) error) (*Aggregate[T], Once, error) {

@@ -186,3 +186,26 @@ func TestExecuteOnceEmptyID(t *testing.T) {
 		}
 	})
 }
+
+// TestExecuteOnceAfterOthers: a retry after other commands (and a
+// snapshot) returns the first outcome, whatever it would decide now.
+func TestExecuteOnceAfterOthers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for _, cache := range []int{0, 16} {
+			r := newAccounts(t, e, aggregate.Config{SnapshotEvery: 1, CacheSize: cache})
+			id := fmt.Sprint("others-", cache)
+			if _, _, err := r.ExecuteOnce(ctxFor(t), id, "pay-1", raise(func(Account) int { return 2 })); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := r.ExecuteOnce(ctxFor(t), id, "pay-2", deposit(1)); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []int{1, 2, 3} {
+				a, once, err := r.ExecuteOnce(ctxFor(t), id, "pay-1", raise(func(Account) int { return n }))
+				if err != nil || once != (aggregate.Once{First: 1, Last: 2, Duplicate: true}) || a.State().Balance != 3 || a.Version() != 3 {
+					t.Fatalf("cache %d n %d: %+v %v balance %d", cache, n, once, err, a.State().Balance)
+				}
+			}
+		}
+	})
+}
