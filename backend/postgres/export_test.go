@@ -155,3 +155,6 @@ func PositionNumber(p varve.Position, after int64) (uint64, error) { return posi
 
 // LostInFlight is lostInFlight, for its table test.
 var LostInFlight = lostInFlight
+
+// Floor returns b's floor of $all reads (floor.go).
+func Floor(b *Backend) int64 { return b.floor.get() }
