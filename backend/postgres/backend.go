@@ -82,7 +82,7 @@ type Backend struct {
 
 	requests atomic.Uint64
 	closed   atomic.Bool
-	floor    floor // of $all reads
+	floor    *floor // of $all reads
 
 	life   context.Context // ends at Close: stops the goroutines below
 	cancel context.CancelFunc
@@ -156,6 +156,17 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return &closingHandler{CancelRequestContextWatcherHandler: &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}, conn: c}
 	}
 	pc.PrepareConn = keepConn
+	// Each new connection reports its server's incarnation: a floor holds
+	// only on the server that proved it (floor.go).
+	fl := new(floor)
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		var inc int64
+		if err := c.QueryRow(ctx, `SELECT `+serverIncarnation).Scan(&inc); err != nil {
+			return err
+		}
+		fl.server(inc)
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", err)
@@ -166,6 +177,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		schema: pgx.Identifier{cfg.Schema}.Sanitize(),
 		seed:   seedOf(cfg.Schema),
 		notify: make(chan struct{}, 1),
+		floor:  fl,
 	}
 	b.life, b.cancel = context.WithCancel(context.Background())
 	if err = pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&b.standby); err != nil {

@@ -157,4 +157,7 @@ func PositionNumber(p varve.Position, after int64) (uint64, error) { return posi
 var LostInFlight = lostInFlight
 
 // Floor returns b's floor of $all reads (floor.go).
-func Floor(b *Backend) int64 { return b.floor.get() }
+func Floor(b *Backend) int64 { h, _ := b.floor.get(); return h }
+
+// Incarnation returns the server incarnation of b's floor.
+func Incarnation(b *Backend) int64 { _, inc := b.floor.get(); return inc }

@@ -20,17 +20,18 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 		return buf, varve.Position{}, err
 	}
 	f := q.Filter
-	after, afterSeq, floor := clamp(q.After.Commit), clamp(q.After.Seq), b.floor.get()
+	after, afterSeq := clamp(q.After.Commit), clamp(q.After.Seq)
+	floor, inc := b.floor.get()
 	var rows pgx.Rows
 	var err error
 	b.requests.Add(1)
 	switch {
 	case len(f.Categories) > 0:
-		rows, err = b.pool.Query(ctx, b.sql.readByCategory, after, afterSeq, q.Limit, f.Categories, orNull(f.Types), orNull(f.StreamPrefixes), floor)
+		rows, err = b.pool.Query(ctx, b.sql.readByCategory, after, afterSeq, q.Limit, f.Categories, orNull(f.Types), orNull(f.StreamPrefixes), floor, inc)
 	case len(f.Types) > 0:
-		rows, err = b.pool.Query(ctx, b.sql.readByType, after, afterSeq, q.Limit, f.Types, nil, orNull(f.StreamPrefixes), floor)
+		rows, err = b.pool.Query(ctx, b.sql.readByType, after, afterSeq, q.Limit, f.Types, nil, orNull(f.StreamPrefixes), floor, inc)
 	default:
-		rows, err = b.pool.Query(ctx, b.sql.readByPrefix, after, afterSeq, q.Limit, f.StreamPrefixes, floor)
+		rows, err = b.pool.Query(ctx, b.sql.readByPrefix, after, afterSeq, q.Limit, f.StreamPrefixes, floor, inc)
 	}
 	if err != nil {
 		return buf, varve.Position{}, b.fail(ctx, err)
@@ -48,7 +49,7 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 	if err != nil {
 		return buf[:start], varve.Position{}, b.fail(ctx, err)
 	}
-	b.floor.raise(h)
+	b.floor.raise(h, inc)
 	return buf, through, nil
 }
 
@@ -57,10 +58,11 @@ func (b *Backend) ReadAllFiltered(ctx context.Context, q varve.FilterQuery, buf 
 func (b *Backend) horizonLast(ctx context.Context) (int64, varve.Position, error) {
 	var h, tx, seq int64
 	b.requests.Add(1)
-	if err := b.pool.QueryRow(ctx, b.sql.horizonLast, b.floor.get()).Scan(&h, &tx, &seq); err != nil {
+	floor, inc := b.floor.get()
+	if err := b.pool.QueryRow(ctx, b.sql.horizonLast, floor, inc).Scan(&h, &tx, &seq); err != nil {
 		return 0, varve.Position{}, b.fail(ctx, err)
 	}
-	b.floor.raise(h)
+	b.floor.raise(h, inc)
 	return h, varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
 }
 

@@ -123,13 +123,13 @@ WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < __H__ AND CASE WHEN e.stream ^@ ANY($4
 ORDER BY e.tx, e.seq
 LIMIT $3`
 	// withHorizon makes a filtered page one statement: it evaluates the
-	// $all horizon once (at least the floor, parameter floor), and returns
+	// $all horizon once (at least the floor, floorExpr), and returns
 	// it and the last event below it (the page's through) in the first
 	// three columns of every row, then the page's events read below it
 	// (__H__ in page), from the same snapshot; an empty page is one row
 	// whose event columns are NULL.
 	withHorizon := func(page, floor string) string {
-		return `WITH hz AS MATERIALIZED (SELECT greatest(` + horizon + `, ` + floor + `::bigint) AS h)
+		return `WITH hz AS MATERIALIZED (SELECT greatest(` + horizon + `, ` + floor + `) AS h)
 SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0), p.*
 FROM hz
 LEFT JOIN LATERAL (
@@ -175,7 +175,7 @@ ORDER BY e.tx, e.seq`
 	return queries{
 		numberPositions:  numbers,
 		positionOfNumber: position,
-		horizonLast: `WITH hz AS MATERIALIZED (SELECT greatest(` + horizon + `, $1::bigint) AS h)
+		horizonLast: `WITH hz AS MATERIALIZED (SELECT greatest(` + horizon + `, ` + floorExpr("$1", "$2") + `) AS h)
 SELECT hz.h, coalesce(l.tx, 0), coalesce(l.seq, 0) FROM hz
 LEFT JOIN LATERAL (
     SELECT e.tx, e.seq FROM ` + s + `.events e
@@ -189,9 +189,9 @@ WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < $4::bigint
 ORDER BY e.tx, e.seq
 LIMIT $3`,
 		readByTags:     byTags,
-		readByCategory: withHorizon(byIndex("category"), "$7"),
-		readByType:     withHorizon(byIndex("type"), "$7"),
-		readByPrefix:   withHorizon(byPrefix, "$5"),
+		readByCategory: withHorizon(byIndex("category"), floorExpr("$7", "$8")),
+		readByType:     withHorizon(byIndex("type"), floorExpr("$7", "$8")),
+		readByPrefix:   withHorizon(byPrefix, floorExpr("$5", "$6")),
 		appendOne: fastAppend("1", `(tx, stream, version, id, type, data, metadata, category)
     SELECT pg_current_xact_id()::text::bigint, $1, up.version, $3::uuid, $4::text, $5::bytea, $6::bytea, $7::text FROM up`, ``),
 		appendMany: fastAppend("cardinality($3::uuid[])", `(tx, stream, version, id, type, data, metadata, category)
@@ -206,16 +206,16 @@ LIMIT $3`,
 		readBackward: readStream(`e.version <= $2`, `DESC`),
 		readAll: `SELECT ` + allCols + `
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < greatest(` + horizon + `, $4::bigint)
+WHERE (e.tx, e.seq) > ($1, $2) AND e.tx < greatest(` + horizon + `, ` + floorExpr("$4", "$5") + `)
 ORDER BY e.tx, e.seq
 LIMIT $3`,
 		readAllBackward: `SELECT ` + allCols + `
 FROM ` + s + `.events e
-WHERE (e.tx, e.seq) < ($1, $2) AND e.tx < greatest(` + horizon + `, $4::bigint)
+WHERE (e.tx, e.seq) < ($1, $2) AND e.tx < greatest(` + horizon + `, ` + floorExpr("$4", "$5") + `)
 ORDER BY e.tx DESC, e.seq DESC
 LIMIT $3`,
 		lastPosition: `SELECT e.tx, e.seq FROM ` + s + `.events e
-WHERE e.tx < greatest(` + horizon + `, $1::bigint)
+WHERE e.tx < greatest(` + horizon + `, ` + floorExpr("$1", "$2") + `)
 ORDER BY e.tx DESC, e.seq DESC
 LIMIT 1`,
 		streamInfo: `SELECT s.version, coalesce(e.tx, s.last_tx), coalesce(e.seq, s.last_seq),

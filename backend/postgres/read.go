@@ -177,7 +177,8 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		}
 	}
 	start := len(buf)
-	rows, err := b.pool.Query(ctx, stmt, clamp(at.Commit), clamp(at.Seq), q.Limit, b.floor.get())
+	floor, inc := b.floor.get()
+	rows, err := b.pool.Query(ctx, stmt, clamp(at.Commit), clamp(at.Seq), q.Limit, floor, inc)
 	if err != nil {
 		return buf, b.fail(ctx, err)
 	}
@@ -190,7 +191,7 @@ func (b *Backend) ReadAll(ctx context.Context, q varve.AllQuery, buf []varve.Rec
 		top = max(top, e.Position.Commit)
 	}
 	if len(buf) > start {
-		b.floor.raise(int64(top) + 1)
+		b.floor.raise(int64(top)+1, inc)
 	}
 	return buf, nil
 }
@@ -271,14 +272,15 @@ func (b *Backend) LastPosition(ctx context.Context) (varve.Position, error) {
 	}
 	var tx, seq int64
 	b.requests.Add(1)
-	err := b.pool.QueryRow(ctx, b.sql.lastPosition, b.floor.get()).Scan(&tx, &seq)
+	floor, inc := b.floor.get()
+	err := b.pool.QueryRow(ctx, b.sql.lastPosition, floor, inc).Scan(&tx, &seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return varve.Start, nil
 	}
 	if err != nil {
 		return varve.Position{}, b.fail(ctx, err)
 	}
-	b.floor.raise(tx + 1)
+	b.floor.raise(tx+1, inc)
 	return varve.Position{Commit: uint64(tx), Seq: uint64(seq)}, nil
 }
 
