@@ -91,6 +91,7 @@ func TestFloorAcrossCrash(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatal(err)
 			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	retry(func() error {
