@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/varve-go/varve"
 	"github.com/varve-go/varve/backend/backendtest"
 	"github.com/varve-go/varve/backend/postgres"
@@ -21,26 +19,21 @@ import (
 // sets off would otherwise run during the measurement.
 func TestLogScale(t *testing.T) {
 	var mu sync.Mutex
-	schemas := map[varve.Backend]string{}
+	n := 0
 	backendtest.RunLogScale(t, backendtest.Factory{
 		New: func(t testing.TB) varve.Backend {
 			mu.Lock()
 			defer mu.Unlock()
-			schema := fmt.Sprintf("%s_scale%d", testSchema, len(schemas))
-			b := open(t, config(t, schema))
-			schemas[b] = schema
-			return b
+			n++
+			return open(t, config(t, fmt.Sprintf("%s_scale%d", testSchema, n-1)))
 		},
 		Settle: func(ctx context.Context, b varve.Backend) error {
-			mu.Lock()
-			schema, ok := schemas[b]
-			mu.Unlock()
-			pb, isPG := b.(*postgres.Backend)
-			if !ok || !isPG {
-				return fmt.Errorf("settle: backend %T of no schema of this test", b)
+			pb, ok := b.(*postgres.Backend)
+			if !ok {
+				return fmt.Errorf("settle: backend %T", b)
 			}
 			for _, table := range []string{"events", "streams"} {
-				if _, err := pb.Pool().Exec(ctx, "VACUUM (ANALYZE) "+pgx.Identifier{schema, table}.Sanitize()); err != nil {
+				if _, err := pb.Pool().Exec(ctx, "VACUUM (ANALYZE) "+pb.Schema()+"."+table); err != nil {
 					return err
 				}
 			}
